@@ -1,0 +1,176 @@
+//! Reading the policy file: typed getters over a TOML table that record every problem with
+//! its field path instead of stopping at the first one. No policy logic lives here.
+
+use std::collections::BTreeSet;
+
+use toml::{Table, Value};
+
+/// Every problem found in a policy file, each naming its field.
+#[derive(Debug, Default)]
+pub(super) struct Problems(pub(super) Vec<String>);
+
+impl Problems {
+    /// Records a problem at `path`.
+    pub(super) fn add(&mut self, path: &str, msg: impl std::fmt::Display) {
+        self.0.push(format!("{path}: {msg}"));
+    }
+}
+
+/// One table of the policy file, read key by key; keys never read are reported as unknown.
+pub(super) struct Section<'a> {
+    path: String,
+    table: Option<&'a Table>,
+    read: BTreeSet<&'static str>,
+}
+
+impl<'a> Section<'a> {
+    /// The top-level table.
+    pub(super) fn root(table: &'a Table) -> Self {
+        Section {
+            path: String::new(),
+            table: Some(table),
+            read: BTreeSet::new(),
+        }
+    }
+
+    fn at(&self, key: &str) -> String {
+        if self.path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.path)
+        }
+    }
+
+    fn get(&mut self, key: &'static str) -> Option<&'a Value> {
+        self.read.insert(key);
+        self.table.and_then(|t| t.get(key))
+    }
+
+    /// A sub-table (absent → an empty section; not a table → a problem).
+    pub(super) fn section(&mut self, key: &'static str, p: &mut Problems) -> Section<'a> {
+        let path = self.at(key);
+        let table = match self.get(key) {
+            None => None,
+            Some(Value::Table(t)) => Some(t),
+            Some(other) => {
+                p.add(
+                    &path,
+                    format!("expected a table, found {}", other.type_str()),
+                );
+                None
+            }
+        };
+        Section {
+            path,
+            table,
+            read: BTreeSet::new(),
+        }
+    }
+
+    /// The keys of this section that are themselves tables, with their sections.
+    pub(super) fn entries(&self) -> Vec<(String, &'a Value)> {
+        self.table
+            .map(|t| t.iter().map(|(k, v)| (k.clone(), v)).collect())
+            .unwrap_or_default()
+    }
+
+    /// This section's path.
+    pub(super) fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// A string value.
+    pub(super) fn str(&mut self, key: &'static str, p: &mut Problems) -> Option<&'a str> {
+        let path = self.at(key);
+        match self.get(key)? {
+            Value::String(s) => Some(s),
+            other => {
+                p.add(
+                    &path,
+                    format!("expected a string, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    /// A boolean value.
+    pub(super) fn bool(&mut self, key: &'static str, p: &mut Problems) -> Option<bool> {
+        let path = self.at(key);
+        match self.get(key)? {
+            Value::Boolean(b) => Some(*b),
+            other => {
+                p.add(
+                    &path,
+                    format!("expected true or false, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    /// A positive integer value within `1..=max`.
+    pub(super) fn positive(
+        &mut self,
+        key: &'static str,
+        max: u64,
+        p: &mut Problems,
+    ) -> Option<u64> {
+        let path = self.at(key);
+        match self.get(key)? {
+            Value::Integer(i) if *i >= 1 && (*i as u64) <= max => Some(*i as u64),
+            Value::Integer(i) => {
+                p.add(&path, format!("{i} is out of range (1 to {max})"));
+                None
+            }
+            other => {
+                p.add(
+                    &path,
+                    format!("expected an integer, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    /// A list of strings.
+    pub(super) fn strings(&mut self, key: &'static str, p: &mut Problems) -> Option<Vec<String>> {
+        let path = self.at(key);
+        match self.get(key)? {
+            Value::Array(items) => {
+                let mut out = Vec::new();
+                for (i, v) in items.iter().enumerate() {
+                    match v {
+                        Value::String(s) => out.push(s.clone()),
+                        other => p.add(
+                            &format!("{path}[{i}]"),
+                            format!("expected a string, found {}", other.type_str()),
+                        ),
+                    }
+                }
+                Some(out)
+            }
+            other => {
+                p.add(
+                    &path,
+                    format!("expected a list of strings, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    /// Reports every key that was never read, and marks the section done.
+    pub(super) fn finish(self, p: &mut Problems) {
+        if let Some(t) = self.table {
+            for k in t.keys() {
+                if !self.read.contains(k.as_str()) {
+                    p.add(&self.at(k), "unknown key");
+                }
+            }
+        }
+    }
+
+    /// Marks every key of a free-form section (like `gate.routes`) as read.
+    pub(super) fn finish_free(self) {}
+}

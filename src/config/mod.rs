@@ -1,0 +1,307 @@
+//! Configuration: the policy file is parsed once into a validated runtime [`Config`].
+//!
+//! Every problem (unknown key, wrong type, bad value) is collected with its field path and
+//! reported together; a policy with any problem is refused as a whole.
+
+mod file;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use http::Uri;
+
+use crate::classify::RouteKind;
+use crate::contract::UpstreamFacts;
+use crate::decide::{Mode, OnUnclassifiable};
+use file::{Problems, Section};
+
+/// The validated runtime configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Data-plane listener.
+    pub listen: SocketAddr,
+    /// Admin listener (`/metrics`, `/healthz`, `/readyz`).
+    pub admin: SocketAddr,
+    /// The upstream vLLM.
+    pub upstream: Upstream,
+    /// Body limits.
+    pub limits: Limits,
+    /// What to do with gated requests.
+    pub gate: Gate,
+    /// What mmgate knows of the upstream's configuration.
+    pub vllm: Vllm,
+}
+
+/// The upstream vLLM server.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// Base URL (`http://host:port`).
+    pub url: Uri,
+    /// TCP connect timeout.
+    pub connect_timeout: Duration,
+    /// Time allowed until the response headers arrive.
+    pub response_timeout: Duration,
+    /// How long idle keep-alive connections are kept.
+    pub idle_timeout: Duration,
+}
+
+/// Request limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest body read on a gated route; larger is 413.
+    pub max_body_bytes: usize,
+    /// JSON nesting limit (Python's recursion limit as vLLM's parser meets it).
+    pub max_json_depth: usize,
+    /// Time allowed to read the request headers.
+    pub header_timeout: Duration,
+    /// Time allowed to read a gated request's body.
+    pub body_timeout: Duration,
+}
+
+/// The gate policy.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    modes: [Mode; RouteKind::ALL.len()],
+    /// What strip/reject do with a body that cannot be inspected.
+    pub on_unclassifiable: OnUnclassifiable,
+}
+
+impl Gate {
+    /// The mode for a route.
+    pub fn mode(&self, route: RouteKind) -> Mode {
+        self.modes[RouteKind::ALL.iter().position(|r| *r == route).unwrap_or(0)]
+    }
+}
+
+/// Facts about the upstream vLLM, for the checks that run before the gate.
+#[derive(Debug, Clone)]
+pub struct Vllm {
+    /// Static facts (served models fixed in the policy, trust flags).
+    pub facts: UpstreamFacts,
+    /// Discover served models from the upstream's `/v1/models` when none are configured.
+    pub discover_models: bool,
+    /// Discover the upstream's gated routes from its `/openapi.json`.
+    pub discover_routes: bool,
+}
+
+/// Why a policy could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read policy {path}: {source}")]
+    Read {
+        /// The path.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Not TOML.
+    #[error("policy is not valid TOML: {0}")]
+    Toml(String),
+    /// TOML, but with problems; each names its field.
+    #[error("invalid policy:\n  {}", .0.join("\n  "))]
+    Invalid(Vec<String>),
+}
+
+impl Config {
+    /// Loads and validates a policy file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Parses and validates policy text.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Toml(e.to_string()))?;
+        let mut p = Problems::default();
+        let mut root = Section::root(&table);
+
+        let mut listen = root.section("listen", &mut p);
+        let addr = addr_or(&mut listen, "addr", "0.0.0.0:8080", &mut p);
+        let admin = addr_or(&mut listen, "admin", "127.0.0.1:9464", &mut p);
+        listen.finish(&mut p);
+
+        let mut up = root.section("upstream", &mut p);
+        let url = match up.str("url", &mut p) {
+            Some(u) => upstream_url(u, up.path(), &mut p),
+            None => {
+                p.add(
+                    "upstream.url",
+                    "missing (the vLLM base URL, e.g. \"http://127.0.0.1:8000\")",
+                );
+                None
+            }
+        };
+        let connect_timeout = ms(&mut up, "connect_timeout_ms", 2_000, &mut p);
+        let response_timeout = ms(&mut up, "response_timeout_ms", 600_000, &mut p);
+        let idle_timeout = ms(&mut up, "idle_timeout_ms", 90_000, &mut p);
+        let upstream = url.map(|url| Upstream {
+            url,
+            connect_timeout,
+            response_timeout,
+            idle_timeout,
+        });
+        up.finish(&mut p);
+
+        let mut lim = root.section("limits", &mut p);
+        let limits = Limits {
+            max_body_bytes: lim
+                .positive("max_body_bytes", 1 << 34, &mut p)
+                .unwrap_or(64 << 20) as usize,
+            max_json_depth: lim
+                .positive("max_json_depth", 100_000, &mut p)
+                .unwrap_or(crate::inspect::DEFAULT_MAX_DEPTH as u64)
+                as usize,
+            header_timeout: ms(&mut lim, "header_timeout_ms", 30_000, &mut p),
+            body_timeout: ms(&mut lim, "body_timeout_ms", 120_000, &mut p),
+        };
+        lim.finish(&mut p);
+
+        let gate = gate(root.section("gate", &mut p), &mut p);
+
+        let mut v = root.section("vllm", &mut p);
+        let vllm = Vllm {
+            facts: UpstreamFacts {
+                served_models: v.strings("served_models", &mut p),
+                trust_request_chat_template: v
+                    .bool("trust_request_chat_template", &mut p)
+                    .unwrap_or(false),
+                tool_call_parser: v.bool("tool_call_parser", &mut p).unwrap_or(false),
+                served_routes: None,
+            },
+            discover_models: v.bool("discover_models", &mut p).unwrap_or(true),
+            discover_routes: v.bool("discover_routes", &mut p).unwrap_or(true),
+        };
+        v.finish(&mut p);
+        root.finish(&mut p);
+
+        match (p.0.is_empty(), upstream) {
+            (true, Some(upstream)) => Ok(Config {
+                listen: addr,
+                admin,
+                upstream,
+                limits,
+                gate,
+                vllm,
+            }),
+            _ => Err(ConfigError::Invalid(p.0)),
+        }
+    }
+}
+
+fn gate(mut s: Section<'_>, p: &mut Problems) -> Gate {
+    let default = s
+        .str("default", p)
+        .and_then(|m| parse_mode(m, "gate.default", p))
+        .unwrap_or(Mode::Shadow);
+    let mut modes = [default; RouteKind::ALL.len()];
+    let routes = s.section("routes", p);
+    for (name, value) in routes.entries() {
+        let path = format!("gate.routes.{name}");
+        let Some(route) = RouteKind::from_name(&name) else {
+            let names: Vec<_> = RouteKind::ALL.iter().map(|r| r.name()).collect();
+            p.add(
+                &path,
+                format!("unknown route (expected one of {})", names.join(", ")),
+            );
+            continue;
+        };
+        match value.as_str() {
+            Some(m) => {
+                if let Some(mode) = parse_mode(m, &path, p) {
+                    modes[RouteKind::ALL.iter().position(|r| *r == route).unwrap_or(0)] = mode;
+                }
+            }
+            None => p.add(
+                &path,
+                format!("expected a string, found {}", value.type_str()),
+            ),
+        }
+    }
+    routes.finish_free();
+    let on_unclassifiable = match s.str("on_unclassifiable", p) {
+        None | Some("reject") => OnUnclassifiable::Reject,
+        Some("forward") => OnUnclassifiable::Forward,
+        Some(other) => {
+            p.add(
+                "gate.on_unclassifiable",
+                format!("\"{other}\" is not one of \"reject\", \"forward\""),
+            );
+            OnUnclassifiable::Reject
+        }
+    };
+    s.finish(p);
+    Gate {
+        modes,
+        on_unclassifiable,
+    }
+}
+
+fn parse_mode(m: &str, path: &str, p: &mut Problems) -> Option<Mode> {
+    let mode = match m {
+        "pass" => Mode::Pass,
+        "shadow" => Mode::Shadow,
+        "strip" => Mode::Strip,
+        "reject" => Mode::Reject,
+        other => {
+            p.add(
+                path,
+                format!("\"{other}\" is not one of \"pass\", \"shadow\", \"strip\", \"reject\""),
+            );
+            return None;
+        }
+    };
+    Some(mode)
+}
+
+fn addr_or(s: &mut Section<'_>, key: &'static str, default: &str, p: &mut Problems) -> SocketAddr {
+    let fallback: SocketAddr = default
+        .parse()
+        .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
+    match s.str(key, p) {
+        None => fallback,
+        Some(v) => v.parse().unwrap_or_else(|_| {
+            p.add(
+                &format!("{}.{key}", s.path()),
+                format!("\"{v}\" is not an address like \"127.0.0.1:8080\""),
+            );
+            fallback
+        }),
+    }
+}
+
+fn ms(s: &mut Section<'_>, key: &'static str, default: u64, p: &mut Problems) -> Duration {
+    Duration::from_millis(s.positive(key, 86_400_000, p).unwrap_or(default))
+}
+
+fn upstream_url(u: &str, path: &str, p: &mut Problems) -> Option<Uri> {
+    let at = format!("{path}.url");
+    let uri: Uri = match u.parse() {
+        Ok(uri) => uri,
+        Err(e) => {
+            p.add(&at, format!("\"{u}\" is not a URL: {e}"));
+            return None;
+        }
+    };
+    if uri.scheme_str() != Some("http") || uri.authority().is_none() {
+        p.add(&at, format!("\"{u}\" must be an http:// URL with a host"));
+        return None;
+    }
+    if uri.path() != "/" && !uri.path().is_empty() {
+        p.add(
+            &at,
+            format!("\"{u}\" must not have a path (requests keep their own path)"),
+        );
+        return None;
+    }
+    Some(uri)
+}
+
+#[cfg(test)]
+mod tests;

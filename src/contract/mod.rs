@@ -1,0 +1,392 @@
+//! vLLM 0.31's verdict on an inspected request: [`verdict`] maps (route, findings, upstream
+//! facts) to accept / gate reject / another error that vLLM raises first.
+//!
+//! Pure. The order of checks per route follows vLLM's source (see `contract/README.md`):
+//! content type and JSON → pydantic type checks of declared fields → (generate routes) model
+//! name, beam search on render routes, tool choice, chat template trust → the gate. On
+//! pooling routes the gate runs before the model check.
+
+mod fields;
+mod types;
+
+use crate::classify::RouteKind;
+use crate::inspect::{Field, Findings, InspectError, StrField};
+
+/// What mmgate knows about the upstream vLLM's configuration, for the checks that run
+/// before the gate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpstreamFacts {
+    /// Served model names (and LoRA adapters); `None` when unknown, which skips the check.
+    pub served_models: Option<Vec<String>>,
+    /// The upstream runs `--trust-request-chat-template`.
+    pub trust_request_chat_template: bool,
+    /// The upstream has a tool parser (`--tool-call-parser`), so `tool_choice` is accepted.
+    pub tool_call_parser: bool,
+    /// The gated routes the upstream serves (from its `/openapi.json`); `None` when unknown.
+    pub served_routes: Option<Vec<RouteKind>>,
+}
+
+/// vLLM's answer to a request, as far as the gate is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The gate lets it through.
+    Accept,
+    /// The gate rejects it, naming this field.
+    Reject(Field),
+    /// vLLM refuses it for another reason (trusted or not), before the gate runs.
+    Invalid(Invalid),
+}
+
+/// Why vLLM refuses a request before (or instead of) the gate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    /// The content type is not `application/json`.
+    #[error("Unsupported Media Type: Only 'application/json' is allowed")]
+    ContentType,
+    /// The upstream does not serve this route (it answers 404).
+    #[error("the upstream does not serve this route")]
+    RouteNotServed,
+    /// The body does not parse.
+    #[error("{0}")]
+    Body(InspectError),
+    /// A declared field is missing or has the wrong JSON type (a pydantic validation error).
+    #[error("{field} must be {expected}")]
+    FieldType {
+        /// The field.
+        field: &'static str,
+        /// What pydantic expects.
+        expected: &'static str,
+    },
+    /// A top-level key with a lone surrogate (pydantic `string_unicode`).
+    #[error("a top-level key is not valid Unicode (lone surrogate)")]
+    KeyNotUnicode,
+    /// The model is not served (404 before the gate).
+    #[error("The model `{0}` does not exist.")]
+    UnknownModel(String),
+    /// `use_beam_search` on a render route.
+    #[error("Beam search is not supported by the render endpoint")]
+    BeamSearchRender,
+    /// `tool_choice` without a tool parser on the upstream.
+    #[error("tool_choice requires --tool-call-parser on the upstream")]
+    ToolChoice,
+    /// A request chat template without `--trust-request-chat-template`.
+    #[error("Chat template is passed with request, but --trust-request-chat-template is not set.")]
+    ChatTemplate,
+}
+
+impl Invalid {
+    /// Whether the body itself could not be understood (an unclassifiable body).
+    pub fn unclassifiable(&self) -> bool {
+        matches!(self, Invalid::ContentType | Invalid::Body(_))
+    }
+
+    /// The gated field whose wrong type causes this error, which must reach vLLM as sent.
+    pub fn mistyped_field(&self) -> Option<Field> {
+        match self {
+            Invalid::FieldType { field, .. } => Field::ALL.into_iter().find(|f| f.name() == *field),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a `content-type` value passes vLLM's `validate_json_request`: the media type
+/// before the first `;`, lowercased, must be exactly `application/json`.
+pub fn json_content_type(value: Option<&[u8]>) -> bool {
+    let Some(v) = value else { return false };
+    let media = v.split(|&c| c == b';').next().unwrap_or(b"");
+    // HTTP parsers strip surrounding whitespace of the whole value; vLLM does nothing more.
+    media.eq_ignore_ascii_case(b"application/json")
+}
+
+/// Which route family decides the check order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Chat { render: bool },
+    Completion,
+    Responses,
+    Tokenize,
+    Pooling,
+}
+
+/// The route an `/invocations` body validates as (SageMaker dispatch by body shape).
+fn invocations_route(f: &Findings) -> RouteKind {
+    if f.facts.has_messages {
+        RouteKind::Chat
+    } else if f.facts.has_prompt {
+        RouteKind::Completions
+    } else {
+        RouteKind::Embeddings
+    }
+}
+
+fn family(route: RouteKind) -> Family {
+    match route {
+        RouteKind::Chat | RouteKind::ChatBatch => Family::Chat { render: false },
+        RouteKind::ChatRender => Family::Chat { render: true },
+        RouteKind::Completions | RouteKind::CompletionsRender => Family::Completion,
+        RouteKind::Responses | RouteKind::ResponsesRender => Family::Responses,
+        RouteKind::Tokenize => Family::Tokenize,
+        RouteKind::Embeddings
+        | RouteKind::Pooling
+        | RouteKind::Score
+        | RouteKind::Rerank
+        | RouteKind::Classify
+        | RouteKind::Invocations => Family::Pooling,
+    }
+}
+
+/// Which gated fields the route's pydantic model declares (and so type-checks).
+fn declared(route: RouteKind, f: &Findings) -> (bool, bool) {
+    let facts = &f.facts;
+    match route {
+        RouteKind::Chat
+        | RouteKind::ChatBatch
+        | RouteKind::ChatRender
+        | RouteKind::Responses
+        | RouteKind::ResponsesRender => (true, true),
+        RouteKind::Completions | RouteKind::CompletionsRender => (false, false),
+        // Union of a completion form (neither) and a chat form (both): typed only when the
+        // completion form cannot apply.
+        RouteKind::Tokenize => {
+            let chat_only = facts.has_messages && !facts.has_prompt;
+            (chat_only, chat_only)
+        }
+        // Text and chat forms both declare mm_processor_kwargs; only the chat form declares
+        // media_io_kwargs.
+        RouteKind::Embeddings | RouteKind::Pooling | RouteKind::Classify => {
+            (true, facts.has_messages && !facts.has_input)
+        }
+        RouteKind::Score | RouteKind::Rerank => (true, false),
+        RouteKind::Invocations => declared(invocations_route(f), f),
+    }
+}
+
+/// The pydantic type errors of the declared gated fields, and of `model`.
+fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
+    use crate::inspect::scan::Kind;
+    if f.facts.surrogate_key {
+        return Some(Invalid::KeyNotUnicode);
+    }
+    if let Some(field) = types::first_error(route_fields(route), f) {
+        return Some(Invalid::FieldType {
+            field,
+            expected: "of the type vLLM declares",
+        });
+    }
+    if let StrField::Other(_) = f.facts.model {
+        return Some(Invalid::FieldType {
+            field: "model",
+            expected: "a string",
+        });
+    }
+    let (mm, media) = declared(route, f);
+    let object_or_null = |field: Field| {
+        matches!(
+            f.field(field).kind,
+            None | Some(Kind::Null) | Some(Kind::Object { .. })
+        )
+    };
+    if mm && !object_or_null(Field::MmProcessorKwargs) {
+        return Some(Invalid::FieldType {
+            field: Field::MmProcessorKwargs.name(),
+            expected: "an object",
+        });
+    }
+    if media
+        && (!object_or_null(Field::MediaIoKwargs)
+            || f.field(Field::MediaIoKwargs).non_object_member.is_some())
+    {
+        return Some(Invalid::FieldType {
+            field: Field::MediaIoKwargs.name(),
+            expected: "an object of objects",
+        });
+    }
+    None
+}
+
+/// The generated pydantic field table of a route.
+fn route_fields(route: RouteKind) -> &'static [types::FieldTy] {
+    match route {
+        RouteKind::Chat | RouteKind::ChatRender => fields::CHAT,
+        RouteKind::ChatBatch => fields::CHAT_BATCH,
+        RouteKind::Completions | RouteKind::CompletionsRender => fields::COMPLETION,
+        RouteKind::Responses | RouteKind::ResponsesRender => fields::RESPONSES,
+        RouteKind::Tokenize => fields::TOKENIZE,
+        RouteKind::Embeddings => fields::EMBEDDINGS,
+        RouteKind::Pooling => fields::POOLING,
+        RouteKind::Score => fields::SCORE,
+        RouteKind::Rerank => fields::RERANK,
+        RouteKind::Classify => fields::CLASSIFY,
+        RouteKind::Invocations => &[],
+    }
+}
+
+fn gate(f: &Findings) -> Verdict {
+    f.offending()
+        .next()
+        .map_or(Verdict::Accept, Verdict::Reject)
+}
+
+/// vLLM 0.31's verdict for an untrusted server on a parsed body.
+pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
+    if up
+        .served_routes
+        .as_ref()
+        .is_some_and(|r| !r.contains(&route))
+    {
+        return Verdict::Invalid(Invalid::RouteNotServed);
+    }
+    if let Some(e) = type_errors(route, f) {
+        return Verdict::Invalid(e);
+    }
+    let fam = match route {
+        RouteKind::Invocations => family(invocations_route(f)),
+        r => family(r),
+    };
+    if fam == Family::Pooling {
+        return gate(f);
+    }
+    if let (Some(served), StrField::Str(model)) = (&up.served_models, &f.facts.model) {
+        if !model.is_empty() && !served.iter().any(|m| m == model) {
+            return Verdict::Invalid(Invalid::UnknownModel(model.clone()));
+        }
+    }
+    let facts = &f.facts;
+    match fam {
+        Family::Chat { render } => {
+            if render && facts.use_beam_search {
+                return Verdict::Invalid(Invalid::BeamSearchRender);
+            }
+            if facts.needs_tool_parser() && (!up.tool_call_parser || !facts.has_tools) {
+                return Verdict::Invalid(Invalid::ToolChoice);
+            }
+            if !up.trust_request_chat_template && facts.sends_chat_template() {
+                return Verdict::Invalid(Invalid::ChatTemplate);
+            }
+        }
+        Family::Responses | Family::Tokenize => {
+            let chat_form = fam == Family::Responses || declared(route, f).0;
+            let template = if fam == Family::Responses {
+                facts.chat_template_kwargs_template
+            } else {
+                facts.sends_chat_template()
+            };
+            if chat_form && !up.trust_request_chat_template && template {
+                return Verdict::Invalid(Invalid::ChatTemplate);
+            }
+        }
+        Family::Completion | Family::Pooling => {}
+    }
+    gate(f)
+}
+
+/// Classifies a whole request: content type, body, then [`verdict`].
+pub fn judge(
+    route: RouteKind,
+    content_type: Option<&[u8]>,
+    body: &[u8],
+    max_depth: usize,
+    up: &UpstreamFacts,
+) -> (Verdict, Option<Findings>) {
+    let findings = crate::inspect::inspect(body, max_depth);
+    if !json_content_type(content_type) {
+        return (Verdict::Invalid(Invalid::ContentType), findings.ok());
+    }
+    match findings {
+        Ok(f) => (verdict(route, &f, up), Some(f)),
+        Err(e) => (Verdict::Invalid(Invalid::Body(e)), None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inspect::{inspect, DEFAULT_MAX_DEPTH};
+
+    fn v(route: RouteKind, body: &str, up: &UpstreamFacts) -> Verdict {
+        verdict(
+            route,
+            &inspect(body.as_bytes(), DEFAULT_MAX_DEPTH).unwrap(),
+            up,
+        )
+    }
+
+    #[test]
+    fn content_type_is_exactly_application_json() {
+        for ok in [
+            "application/json",
+            "Application/JSON",
+            "application/json; charset=latin-1",
+            "application/json;",
+        ] {
+            assert!(json_content_type(Some(ok.as_bytes())), "{ok}");
+        }
+        for bad in [
+            "text/plain",
+            "application/x-json",
+            "application/vnd.api+json",
+            "application/json ; x",
+            "application/jsonx",
+        ] {
+            assert!(!json_content_type(Some(bad.as_bytes())), "{bad}");
+        }
+        assert!(!json_content_type(None));
+    }
+
+    #[test]
+    fn declared_fields_are_type_checked_undeclared_are_not() {
+        let up = UpstreamFacts::default();
+        let body = r#"{"model":"m","messages":[],"mm_processor_kwargs":"x"}"#;
+        assert!(matches!(
+            v(RouteKind::Chat, body, &up),
+            Verdict::Invalid(Invalid::FieldType { .. })
+        ));
+        let body = r#"{"model":"m","prompt":"p","mm_processor_kwargs":"x"}"#;
+        assert_eq!(
+            v(RouteKind::Completions, body, &up),
+            Verdict::Reject(Field::MmProcessorKwargs)
+        );
+        assert_eq!(
+            v(RouteKind::Tokenize, body, &up),
+            Verdict::Reject(Field::MmProcessorKwargs)
+        );
+        let body = r#"{"input":"x","media_io_kwargs":"x"}"#;
+        assert_eq!(
+            v(RouteKind::Embeddings, body, &up),
+            Verdict::Reject(Field::MediaIoKwargs)
+        );
+    }
+
+    #[test]
+    fn earlier_checks_win_on_generate_routes_not_on_pooling() {
+        let up = UpstreamFacts {
+            served_models: Some(vec!["tiny".into()]),
+            ..Default::default()
+        };
+        let body = r#"{"model":"nope","messages":[],"mm_processor_kwargs":{"a":1}}"#;
+        assert!(matches!(
+            v(RouteKind::Chat, body, &up),
+            Verdict::Invalid(Invalid::UnknownModel(_))
+        ));
+        let body = r#"{"model":"nope","input":"x","mm_processor_kwargs":{"a":1}}"#;
+        assert_eq!(
+            v(RouteKind::Pooling, body, &up),
+            Verdict::Reject(Field::MmProcessorKwargs)
+        );
+        let body =
+            r#"{"model":"tiny","messages":[],"chat_template":"t","mm_processor_kwargs":{"a":1}}"#;
+        assert_eq!(
+            v(RouteKind::Chat, body, &up),
+            Verdict::Invalid(Invalid::ChatTemplate)
+        );
+        let body = r#"{"messages":[],"use_beam_search":true,"mm_processor_kwargs":{"a":1}}"#;
+        assert_eq!(
+            v(RouteKind::ChatRender, body, &up),
+            Verdict::Invalid(Invalid::BeamSearchRender)
+        );
+        assert_eq!(
+            v(RouteKind::Chat, body, &up),
+            Verdict::Reject(Field::MmProcessorKwargs)
+        );
+    }
+}

@@ -1,0 +1,380 @@
+//! Inspection: request body bytes → [`Findings`], with vLLM 0.31's exact JSON semantics.
+//!
+//! Pure and allocation-light: the body is decoded as Python's `json.loads(bytes)` decodes it
+//! ([`decode`]), validated by a scanner with Python's grammar ([`scan`]), and only the
+//! top-level members the gate and its earlier checks read are looked at. Duplicate keys:
+//! the last occurrence wins, across spellings (`"mm_processor_kwar\u0067s"` is the same key).
+//! Spans are reported in the client's original byte offsets so a strip can edit exactly them.
+
+pub mod decode;
+pub mod scan;
+
+use std::ops::Range;
+
+pub use decode::Encoding;
+pub use scan::Kind;
+use scan::{Scanner, StrSpan, SyntaxError};
+
+/// Python's default recursion limit (1000) less the frames vLLM's request path already uses:
+/// a real vLLM 0.31 server parses 970 nested containers (the top-level object counts) and
+/// refuses 971, on every route.
+pub const DEFAULT_MAX_DEPTH: usize = 970;
+
+/// The two gated top-level fields, in the order vLLM checks them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// `mm_processor_kwargs`, checked first.
+    MmProcessorKwargs,
+    /// `media_io_kwargs`, checked second.
+    MediaIoKwargs,
+}
+
+impl Field {
+    /// Both fields in vLLM's check order.
+    pub const ALL: [Field; 2] = [Field::MmProcessorKwargs, Field::MediaIoKwargs];
+
+    /// The JSON key.
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::MmProcessorKwargs => "mm_processor_kwargs",
+            Field::MediaIoKwargs => "media_io_kwargs",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What the body says about one gated field (its last occurrence decides).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FieldFinding {
+    /// The key occurs at the top level.
+    pub present: bool,
+    /// Kind of the last occurrence's value.
+    pub kind: Option<Kind>,
+    /// Top-level key names of the value when it is an object, first appearance order, deduplicated.
+    pub keys: Vec<String>,
+    /// For an object value: the first key (last-wins) whose value is not an object.
+    pub non_object_member: Option<String>,
+    /// How many times the key occurs.
+    pub occurrences: u32,
+}
+
+impl FieldFinding {
+    /// Python truthiness of the value (`getattr(request, name, None)`).
+    pub fn truthy(&self) -> bool {
+        self.kind.is_some_and(Kind::truthy)
+    }
+}
+
+/// The value of a top-level string-typed field that an earlier vLLM check reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StrField {
+    /// Not in the body.
+    #[default]
+    Absent,
+    /// `null`.
+    Null,
+    /// A string (lossily decoded where it holds lone surrogates).
+    Str(String),
+    /// Another JSON type (pydantic refuses it for a string field).
+    Other(&'static str),
+}
+
+impl StrField {
+    fn is_set(&self) -> bool {
+        !matches!(self, StrField::Absent | StrField::Null)
+    }
+}
+
+/// Facts about the other top-level fields that vLLM checks before the gate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Facts {
+    /// `model`.
+    pub model: StrField,
+    /// `messages` is present (chat form of tokenize/pooling requests).
+    pub has_messages: bool,
+    /// `prompt` is present (completion form of tokenize).
+    pub has_prompt: bool,
+    /// `input` is present (text form of pooling requests).
+    pub has_input: bool,
+    /// `chat_template` is present and not null.
+    pub chat_template: bool,
+    /// `chat_template_kwargs` is an object whose `chat_template` member is not null.
+    pub chat_template_kwargs_template: bool,
+    /// `tool_choice` (a string value, or `Other` for a named tool choice object).
+    pub tool_choice: StrField,
+    /// `use_beam_search` is `true`.
+    pub use_beam_search: bool,
+    /// `tools` is present and not null.
+    pub has_tools: bool,
+    /// A top-level key holds a lone surrogate (pydantic refuses it as an extra field name).
+    pub surrogate_key: bool,
+}
+
+impl Facts {
+    /// A chat template reaches vLLM with the request (refused unless the server trusts them).
+    pub fn sends_chat_template(&self) -> bool {
+        self.chat_template || self.chat_template_kwargs_template
+    }
+
+    /// `tool_choice` is set to something other than `"none"` (refused without a tool parser,
+    /// and without `tools` in any case).
+    pub fn needs_tool_parser(&self) -> bool {
+        self.tool_choice.is_set() && self.tool_choice != StrField::Str("none".into())
+    }
+}
+
+/// One top-level member, in original body offsets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// From the opening quote of the key to the end of the value.
+    pub span: Range<usize>,
+    /// Which gated field this member is, if any.
+    pub field: Option<Field>,
+    /// The decoded key (lossy where it holds lone surrogates).
+    pub name: Box<str>,
+    /// The value's kind.
+    pub kind: Kind,
+    /// For a string value: whether it could be a number to pydantic (digits, inf, nan).
+    pub numeric_str: bool,
+}
+
+/// Everything inspection learned about a body that parses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Findings {
+    /// The detected text encoding.
+    pub encoding: Encoding,
+    /// Findings per gated field, indexed in [`Field::ALL`] order.
+    pub fields: [FieldFinding; 2],
+    /// The other fields vLLM's earlier checks read.
+    pub facts: Facts,
+    /// The top-level members, for the strip rewrite and pydantic's type checks.
+    pub members: Vec<Member>,
+}
+
+impl Findings {
+    /// The finding for one field.
+    pub fn field(&self, f: Field) -> &FieldFinding {
+        &self.fields[f.index()]
+    }
+
+    /// The last occurrence of a top-level member by name.
+    pub fn member(&self, name: &str) -> Option<&Member> {
+        self.members.iter().rev().find(|m| &*m.name == name)
+    }
+
+    /// The gated fields whose values are truthy, in vLLM's check order.
+    pub fn offending(&self) -> impl Iterator<Item = Field> + '_ {
+        Field::ALL.into_iter().filter(|f| self.field(*f).truthy())
+    }
+}
+
+/// Why a body is not a JSON object that vLLM would parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InspectError {
+    /// Empty body (FastAPI reports the body as missing).
+    #[error("request body is empty")]
+    Empty,
+    /// Not decodable text.
+    #[error(transparent)]
+    Decode(#[from] decode::DecodeError),
+    /// Not JSON as Python parses it.
+    #[error(transparent)]
+    Syntax(#[from] SyntaxError),
+    /// Valid JSON, but the top-level value is not an object.
+    #[error("the top-level JSON value is {0}, not an object")]
+    NotObject(&'static str),
+}
+
+/// Inspects a body: decodes, validates and extracts the findings.
+pub fn inspect(body: &[u8], max_depth: usize) -> Result<Findings, InspectError> {
+    if body.is_empty() {
+        return Err(InspectError::Empty);
+    }
+    let decoded = decode::decode(body)?;
+    let mut sc = Scanner::new(&decoded.text, max_depth);
+    sc.ws();
+    let mut fields: [FieldFinding; 2] = Default::default();
+    let mut facts = Facts::default();
+    let mut members = Vec::new();
+    if sc.peek() != Some(b'{') {
+        let kind = sc.value(1)?;
+        trailing(&mut sc)?;
+        return Err(InspectError::NotObject(kind.type_name()));
+    }
+    sc.members(1, |sc, key| {
+        let start = key.start - 1;
+        let name = key_bytes(sc.text(), key);
+        if has_surrogate(&name) {
+            facts.surrogate_key = true;
+        }
+        let field = match &name[..] {
+            b"mm_processor_kwargs" => Some(Field::MmProcessorKwargs),
+            b"media_io_kwargs" => Some(Field::MediaIoKwargs),
+            _ => None,
+        };
+        let value_start = sc.pos;
+        let kind = match field {
+            Some(f) => {
+                let finding = &mut fields[f.index()];
+                let occurrences = finding.occurrences + 1;
+                *finding = field_value(sc)?;
+                finding.occurrences = occurrences;
+                finding.kind.unwrap_or(Kind::Null)
+            }
+            None => fact_value(sc, &name, &mut facts)?,
+        };
+        let numeric_str =
+            matches!(kind, Kind::Str { .. }) && numeric_like(&sc.text()[value_start..sc.pos]);
+        members.push(Member {
+            span: start..sc.pos,
+            field,
+            name: lossy(&name).into_boxed_str(),
+            kind,
+            numeric_str,
+        });
+        Ok(())
+    })?;
+    trailing(&mut sc)?;
+    for m in &mut members {
+        m.span = decoded.original_offset(m.span.start)..decoded.original_offset(m.span.end);
+    }
+    Ok(Findings {
+        encoding: decoded.encoding,
+        fields,
+        facts,
+        members,
+    })
+}
+
+fn trailing(sc: &mut Scanner<'_>) -> Result<(), SyntaxError> {
+    sc.ws();
+    if sc.pos != sc.text().len() {
+        return Err(SyntaxError::Invalid {
+            offset: sc.pos,
+            what: "Extra data",
+        });
+    }
+    Ok(())
+}
+
+fn key_bytes(text: &[u8], key: StrSpan) -> std::borrow::Cow<'_, [u8]> {
+    let raw = &text[key.start..key.end];
+    if key.escaped {
+        std::borrow::Cow::Owned(scan::unescape(raw))
+    } else {
+        std::borrow::Cow::Borrowed(raw)
+    }
+}
+
+/// Whether WTF-8 text holds a surrogate code point (`ED A0..BF ..`).
+fn has_surrogate(text: &[u8]) -> bool {
+    memchr::memchr_iter(0xED, text)
+        .any(|i| text.get(i + 1).is_some_and(|b| (0xA0..=0xBF).contains(b)))
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Scans a gated field's value: its kind, and for objects the member keys and which
+/// members are not objects (the `dict[str, dict]` check of `media_io_kwargs`).
+fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
+    if sc.peek() != Some(b'{') {
+        let kind = sc.value(2)?;
+        return Ok(FieldFinding {
+            present: true,
+            kind: Some(kind),
+            ..Default::default()
+        });
+    }
+    // (key, value is an object) in first-appearance order, last value wins.
+    let mut seen: Vec<(Vec<u8>, bool)> = Vec::new();
+    let empty = sc.members(2, |sc, key| {
+        let name = key_bytes(sc.text(), key).into_owned();
+        let is_object = matches!(sc.value(3)?, Kind::Object { .. });
+        match seen.iter_mut().find(|(k, _)| *k == name) {
+            Some(entry) => entry.1 = is_object,
+            None => seen.push((name, is_object)),
+        }
+        Ok(())
+    })?;
+    Ok(FieldFinding {
+        present: true,
+        kind: Some(Kind::Object { empty }),
+        non_object_member: seen.iter().find(|(_, o)| !o).map(|(k, _)| lossy(k)),
+        keys: seen.iter().map(|(k, _)| lossy(k)).collect(),
+        occurrences: 0,
+    })
+}
+
+/// Whether a JSON string token could be parsed as a number by pydantic's lax mode.
+fn numeric_like(token: &[u8]) -> bool {
+    token.iter().any(u8::is_ascii_digit) || {
+        let t = token.to_ascii_lowercase();
+        memchr::memmem::find(&t, b"inf").is_some() || memchr::memmem::find(&t, b"nan").is_some()
+    }
+}
+
+/// Scans a non-gated top-level value, recording what the earlier checks read.
+fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Kind, SyntaxError> {
+    let kind = match name {
+        b"model" => {
+            let (v, kind) = str_value(sc)?;
+            facts.model = v;
+            kind
+        }
+        b"tool_choice" => {
+            let (v, kind) = str_value(sc)?;
+            facts.tool_choice = v;
+            kind
+        }
+        b"chat_template_kwargs" if sc.peek() == Some(b'{') => {
+            let mut template = false;
+            let empty = sc.members(2, |sc, key| {
+                let is_template = &key_bytes(sc.text(), key)[..] == b"chat_template";
+                let kind = sc.value(3)?;
+                if is_template {
+                    template = kind != Kind::Null;
+                }
+                Ok(())
+            })?;
+            facts.chat_template_kwargs_template = template;
+            Kind::Object { empty }
+        }
+        _ => sc.value(2)?,
+    };
+    match name {
+        b"messages" => facts.has_messages = true,
+        b"prompt" => facts.has_prompt = true,
+        b"input" => facts.has_input = true,
+        b"chat_template" => facts.chat_template = kind != Kind::Null,
+        b"use_beam_search" => facts.use_beam_search = kind == Kind::Bool(true),
+        b"tools" => facts.has_tools = kind != Kind::Null,
+        b"chat_template_kwargs" if !matches!(kind, Kind::Object { .. }) => {
+            facts.chat_template_kwargs_template = false
+        }
+        _ => {}
+    }
+    Ok(kind)
+}
+
+fn str_value(sc: &mut Scanner<'_>) -> Result<(StrField, Kind), SyntaxError> {
+    if sc.peek() == Some(b'"') {
+        let s = sc.string()?;
+        let kind = Kind::Str {
+            empty: s.start == s.end,
+        };
+        return Ok((StrField::Str(lossy(&key_bytes(sc.text(), s))), kind));
+    }
+    let kind = sc.value(2)?;
+    Ok(match kind {
+        Kind::Null => (StrField::Null, kind),
+        other => (StrField::Other(other.type_name()), kind),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,634 @@
+//! A validating JSON scanner with the grammar of Python's `json` module (C scanner, strict).
+//!
+//! It never builds a value: it checks the grammar, tracks nesting depth iteratively, and
+//! reports the spans and kinds that the gate needs. Accepted beyond RFC 8259, as Python
+//! accepts it: `NaN`, `Infinity`, `-Infinity`, integers and floats of any size, lone
+//! surrogate escapes. Rejected as Python rejects it: control characters in strings, bad
+//! escapes, leading zeros, comments, trailing commas, whitespace other than `[ \t\n\r]`.
+//! Input is UTF-8/WTF-8 text that was already validated by `decode`.
+
+/// Python refuses to convert integers with more digits than this (`sys.int_info.str_digits_check_threshold`
+/// default, 3.11+); `json.loads` then raises `ValueError`.
+pub const MAX_INT_DIGITS: usize = 4300;
+
+/// What went wrong, and where (an offset in the decoded text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SyntaxError {
+    /// The grammar was violated.
+    #[error("invalid JSON at offset {offset}: {what}")]
+    Invalid {
+        /// Offset in the decoded text.
+        offset: usize,
+        /// What Python's parser expected or refused.
+        what: &'static str,
+    },
+    /// Nesting deeper than the configured recursion limit.
+    #[error("JSON nesting deeper than {limit} levels at offset {offset}")]
+    TooDeep {
+        /// Offset in the decoded text.
+        offset: usize,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// An integer literal longer than Python converts.
+    #[error("integer literal with more than {MAX_INT_DIGITS} digits at offset {offset}")]
+    IntTooLong {
+        /// Offset in the decoded text.
+        offset: usize,
+    },
+}
+
+/// The shape of a scanned value, enough to evaluate Python truthiness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `null`
+    Null,
+    /// `true` / `false`
+    Bool(bool),
+    /// A number; `zero` is whether Python's value compares equal to zero.
+    Number {
+        /// Whether the parsed value is zero (int 0, or a float that is or underflows to 0.0).
+        zero: bool,
+    },
+    /// `NaN`, `Infinity`, `-Infinity` (all truthy).
+    NonFinite,
+    /// A string; whether it is empty.
+    Str {
+        /// `""`
+        empty: bool,
+    },
+    /// An array; whether it is empty.
+    Array {
+        /// `[]`
+        empty: bool,
+    },
+    /// An object; whether it has no members.
+    Object {
+        /// `{}`
+        empty: bool,
+    },
+}
+
+impl Kind {
+    /// Python truthiness of the value.
+    pub fn truthy(self) -> bool {
+        match self {
+            Kind::Null => false,
+            Kind::Bool(b) => b,
+            Kind::Number { zero } => !zero,
+            Kind::NonFinite => true,
+            Kind::Str { empty } | Kind::Array { empty } | Kind::Object { empty } => !empty,
+        }
+    }
+
+    /// The JSON type name, for messages.
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Kind::Null => "null",
+            Kind::Bool(_) => "boolean",
+            Kind::Number { .. } | Kind::NonFinite => "number",
+            Kind::Str { .. } => "string",
+            Kind::Array { .. } => "array",
+            Kind::Object { .. } => "object",
+        }
+    }
+}
+
+/// A string token: the span of its contents (without quotes) in the text.
+#[derive(Debug, Clone, Copy)]
+pub struct StrSpan {
+    /// First byte after the opening quote.
+    pub start: usize,
+    /// Offset of the closing quote.
+    pub end: usize,
+    /// Whether the contents hold a backslash escape.
+    pub escaped: bool,
+}
+
+/// The scanner: a cursor over validated text.
+pub struct Scanner<'a> {
+    b: &'a [u8],
+    /// Current offset.
+    pub pos: usize,
+    max_depth: usize,
+    stack: Vec<bool>,
+}
+
+impl<'a> Scanner<'a> {
+    /// A scanner over `text` that refuses nesting deeper than `max_depth` containers.
+    pub fn new(text: &'a [u8], max_depth: usize) -> Self {
+        Scanner {
+            b: text,
+            pos: 0,
+            max_depth,
+            stack: Vec::new(),
+        }
+    }
+
+    /// The text being scanned.
+    pub fn text(&self) -> &'a [u8] {
+        self.b
+    }
+
+    fn err(&self, what: &'static str) -> SyntaxError {
+        SyntaxError::Invalid {
+            offset: self.pos,
+            what,
+        }
+    }
+
+    /// Skips Python's JSON whitespace, `[ \t\n\r]*`.
+    #[inline]
+    pub fn ws(&mut self) {
+        while let Some(&c) = self.b.get(self.pos) {
+            if !matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+                break;
+            }
+            self.pos += 1;
+        }
+    }
+
+    /// The byte at the cursor, if any.
+    #[inline]
+    pub fn peek(&self) -> Option<u8> {
+        self.b.get(self.pos).copied()
+    }
+
+    /// Consumes `c` or fails with `what`.
+    #[inline]
+    pub fn expect(&mut self, c: u8, what: &'static str) -> Result<(), SyntaxError> {
+        if self.peek() == Some(c) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.err(what))
+        }
+    }
+
+    /// Scans a string token starting at the opening quote.
+    pub fn string(&mut self) -> Result<StrSpan, SyntaxError> {
+        self.expect(b'"', "Expecting '\"'")?;
+        let start = self.pos;
+        let mut escaped = false;
+        loop {
+            let i = find_special(self.b, self.pos);
+            self.pos = i;
+            match self.b.get(i) {
+                None => return Err(self.err("Unterminated string starting at")),
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(StrSpan {
+                        start,
+                        end: i,
+                        escaped,
+                    });
+                }
+                Some(b'\\') => {
+                    escaped = true;
+                    self.escape()?;
+                }
+                Some(_) => return Err(self.err("Invalid control character at")),
+            }
+        }
+    }
+
+    fn escape(&mut self) -> Result<(), SyntaxError> {
+        // At the backslash.
+        match self.b.get(self.pos + 1) {
+            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                self.pos += 2;
+                Ok(())
+            }
+            Some(b'u') => {
+                let hex = self.b.get(self.pos + 2..self.pos + 6);
+                if hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                    self.pos += 6;
+                    Ok(())
+                } else {
+                    self.pos += 1;
+                    Err(self.err("Invalid \\uXXXX escape"))
+                }
+            }
+            _ => Err(self.err("Invalid \\escape")),
+        }
+    }
+
+    fn literal(&mut self, word: &'static [u8], kind: Kind) -> Result<Kind, SyntaxError> {
+        if self.b[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(kind)
+        } else {
+            Err(self.err("Expecting value"))
+        }
+    }
+
+    fn number(&mut self) -> Result<Kind, SyntaxError> {
+        let b = self.b;
+        let start = self.pos;
+        let mut i = start;
+        if b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        let int_start = i;
+        match b.get(i) {
+            Some(b'0') => i += 1,
+            Some(b'1'..=b'9') => {
+                while b.get(i).is_some_and(u8::is_ascii_digit) {
+                    i += 1;
+                }
+            }
+            _ => return Err(self.err("Expecting value")),
+        }
+        let int_end = i;
+        let mut is_float = false;
+        if b.get(i) == Some(&b'.') && b.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            is_float = true;
+            i += 1;
+            while b.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+        }
+        if matches!(b.get(i), Some(b'e' | b'E')) {
+            let mut j = i + 1;
+            if matches!(b.get(j), Some(b'+' | b'-')) {
+                j += 1;
+            }
+            if b.get(j).is_some_and(u8::is_ascii_digit) {
+                is_float = true;
+                while b.get(j).is_some_and(u8::is_ascii_digit) {
+                    j += 1;
+                }
+                i = j;
+            }
+        }
+        self.pos = i;
+        let zero = if is_float {
+            float_is_zero(&b[start..i])
+        } else {
+            if int_end - int_start > MAX_INT_DIGITS {
+                return Err(SyntaxError::IntTooLong { offset: start });
+            }
+            b[int_start] == b'0'
+        };
+        Ok(Kind::Number { zero })
+    }
+
+    /// Scans any value and returns its kind; containers are walked iteratively.
+    pub fn value(&mut self, depth: usize) -> Result<Kind, SyntaxError> {
+        match self.peek() {
+            Some(b'{' | b'[') => self.container(depth),
+            Some(b'"') => {
+                let s = self.string()?;
+                Ok(Kind::Str {
+                    empty: s.start == s.end,
+                })
+            }
+            Some(b'n') => self.literal(b"null", Kind::Null),
+            Some(b't') => self.literal(b"true", Kind::Bool(true)),
+            Some(b'f') => self.literal(b"false", Kind::Bool(false)),
+            Some(b'N') => self.literal(b"NaN", Kind::NonFinite),
+            Some(b'I') => self.literal(b"Infinity", Kind::NonFinite),
+            Some(b'-') if self.b.get(self.pos + 1) == Some(&b'I') => {
+                self.literal(b"-Infinity", Kind::NonFinite)
+            }
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => Err(self.err("Expecting value")),
+        }
+    }
+
+    fn enter(&mut self, depth: usize) -> Result<(), SyntaxError> {
+        if depth > self.max_depth {
+            return Err(SyntaxError::TooDeep {
+                offset: self.pos,
+                limit: self.max_depth,
+            });
+        }
+        Ok(())
+    }
+
+    /// Walks a container at `depth` (1 = the top-level object) to its end.
+    fn container(&mut self, depth: usize) -> Result<Kind, SyntaxError> {
+        let is_object = self.peek() == Some(b'{');
+        self.stack.clear();
+        let mut empty_outer = true;
+        // Open the outer container, then loop: each iteration is "just opened" or "after value".
+        let mut opened = true;
+        self.enter(depth)?;
+        self.pos += 1;
+        self.stack.push(is_object);
+        loop {
+            let obj = *self.stack.last().unwrap_or(&false);
+            self.ws();
+            if opened {
+                let close = if obj { b'}' } else { b']' };
+                if self.peek() == Some(close) {
+                    self.pos += 1;
+                    self.stack.pop();
+                    if self.stack.is_empty() {
+                        return Ok(container_kind(is_object, true));
+                    }
+                    opened = false;
+                    continue;
+                }
+                if self.stack.len() == 1 {
+                    empty_outer = false;
+                }
+            } else {
+                match self.peek() {
+                    Some(b',') => {
+                        self.pos += 1;
+                        self.ws();
+                    }
+                    Some(b'}') if obj => {
+                        self.pos += 1;
+                        self.stack.pop();
+                        if self.stack.is_empty() {
+                            return Ok(container_kind(is_object, empty_outer));
+                        }
+                        continue;
+                    }
+                    Some(b']') if !obj => {
+                        self.pos += 1;
+                        self.stack.pop();
+                        if self.stack.is_empty() {
+                            return Ok(container_kind(is_object, empty_outer));
+                        }
+                        continue;
+                    }
+                    _ if obj => return Err(self.err("Expecting ',' delimiter")),
+                    _ => return Err(self.err("Expecting ',' delimiter")),
+                }
+            }
+            if obj {
+                if self.peek() != Some(b'"') {
+                    return Err(self.err("Expecting property name enclosed in double quotes"));
+                }
+                self.string()?;
+                self.ws();
+                self.expect(b':', "Expecting ':' delimiter")?;
+                self.ws();
+            }
+            match self.peek() {
+                Some(c @ (b'{' | b'[')) => {
+                    self.enter(depth + self.stack.len())?;
+                    self.pos += 1;
+                    self.stack.push(c == b'{');
+                    opened = true;
+                }
+                _ => {
+                    self.value(0)?;
+                    opened = false;
+                }
+            }
+        }
+    }
+
+    /// Walks the members of the object at the cursor (at `depth`), calling `on_member` with
+    /// each key; `on_member` must consume the value (e.g. with [`Scanner::value`]) and may
+    /// look at it on the way. Returns whether the object was empty.
+    pub fn members<F>(&mut self, depth: usize, mut on_member: F) -> Result<bool, SyntaxError>
+    where
+        F: FnMut(&mut Self, StrSpan) -> Result<(), SyntaxError>,
+    {
+        self.enter(depth)?;
+        self.expect(b'{', "Expecting value")?;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(true);
+        }
+        loop {
+            if self.peek() != Some(b'"') {
+                return Err(self.err("Expecting property name enclosed in double quotes"));
+            }
+            let key = self.string()?;
+            self.ws();
+            self.expect(b':', "Expecting ':' delimiter")?;
+            self.ws();
+            on_member(self, key)?;
+            self.ws();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.ws();
+                }
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(false);
+                }
+                _ => return Err(self.err("Expecting ',' delimiter")),
+            }
+        }
+    }
+}
+
+fn container_kind(is_object: bool, empty: bool) -> Kind {
+    if is_object {
+        Kind::Object { empty }
+    } else {
+        Kind::Array { empty }
+    }
+}
+
+/// Whether Python's `float(text)` is zero: all mantissa digits zero, or underflow.
+fn float_is_zero(text: &[u8]) -> bool {
+    let mantissa_end = text
+        .iter()
+        .position(|&c| c == b'e' || c == b'E')
+        .unwrap_or(text.len());
+    if text[..mantissa_end]
+        .iter()
+        .all(|&c| !(b'1'..=b'9').contains(&c))
+    {
+        return true;
+    }
+    // Only an underflow can still make it zero; Rust's parse is correctly rounded like Python's.
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .is_some_and(|v| v == 0.0)
+}
+
+/// Offset of the first byte at or after `from` that ends a run of plain string bytes:
+/// `"`, `\` or a control character. Returns `b.len()` if there is none.
+#[inline]
+fn find_special(b: &[u8], from: usize) -> usize {
+    const BLOCK: usize = 32;
+    let mut i = from;
+    // Blocks of plain bytes are the common case (base64 media): test a block at a time.
+    while i + BLOCK <= b.len() {
+        let block: &[u8; BLOCK] = b[i..i + BLOCK].try_into().unwrap_or(&[0; BLOCK]);
+        let hit = block.iter().fold(false, |acc, &c| {
+            acc | (c == b'"') | (c == b'\\') | (c < 0x20)
+        });
+        if hit {
+            break;
+        }
+        i += BLOCK;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            return i;
+        }
+        i += 1;
+    }
+    b.len()
+}
+
+/// Decodes a JSON string's contents (already validated) into WTF-8 bytes.
+pub fn unescape(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] != b'\\' {
+            out.push(raw[i]);
+            i += 1;
+            continue;
+        }
+        let c = raw[i + 1];
+        i += 2;
+        let simple = match c {
+            b'b' => 0x08,
+            b'f' => 0x0C,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'u' => 0,
+            other => other,
+        };
+        if c != b'u' {
+            out.push(simple);
+            continue;
+        }
+        let hex = |at: usize| {
+            std::str::from_utf8(&raw[at..at + 4])
+                .ok()
+                .and_then(|h| u32::from_str_radix(h, 16).ok())
+                .unwrap_or(0xFFFD)
+        };
+        let mut cp = hex(i);
+        i += 4;
+        if (0xD800..0xDC00).contains(&cp) && raw.get(i..i + 2) == Some(b"\\u") {
+            let lo = hex(i + 2);
+            if (0xDC00..0xE000).contains(&lo) {
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                i += 6;
+            }
+        }
+        push_wtf8(&mut out, cp);
+    }
+    out
+}
+
+fn push_wtf8(out: &mut Vec<u8>, cp: u32) {
+    let mut buf = [0u8; 4];
+    match char::from_u32(cp) {
+        Some(ch) => out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes()),
+        // A lone surrogate: encode it as WTF-8 (3 bytes), as Python keeps it.
+        None => out.extend_from_slice(&[
+            0xE0 | (cp >> 12) as u8,
+            0x80 | ((cp >> 6) & 0x3F) as u8,
+            0x80 | (cp & 0x3F) as u8,
+        ]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(s: &str) -> Result<Kind, SyntaxError> {
+        let mut sc = Scanner::new(s.as_bytes(), 1000);
+        let k = sc.value(1)?;
+        sc.ws();
+        if sc.pos != s.len() {
+            return Err(sc.err("Extra data"));
+        }
+        Ok(k)
+    }
+
+    #[test]
+    fn truthiness_matches_python() {
+        for falsy in [
+            "null", "false", "0", "-0", "0.0", "-0.0e-5", "1e-400", "0e5", "\"\"", "[]", "{}",
+            "{ }", "0.000",
+        ] {
+            assert!(!kind(falsy).unwrap().truthy(), "{falsy}");
+        }
+        for truthy in [
+            "true",
+            "1",
+            "-1",
+            "0.5",
+            "1e400",
+            "NaN",
+            "-Infinity",
+            "\"0\"",
+            "\" \"",
+            "\"\\u0000\"",
+            "[[]]",
+            "{\"a\":null}",
+            "4.9e-324",
+        ] {
+            assert!(kind(truthy).unwrap().truthy(), "{truthy}");
+        }
+    }
+
+    #[test]
+    fn rejects_what_python_rejects() {
+        for bad in [
+            "01",
+            "1.",
+            ".5",
+            "+1",
+            "-",
+            "-NaN",
+            "[1,]",
+            "{\"a\":1,}",
+            "{'a':1}",
+            "\"\\x\"",
+            "\"\\u12\"",
+            "\"a\u{1}\"",
+            "[1 2]",
+            "{\"a\" 1}",
+            "nul",
+            "\u{c}1",
+            "[\u{b}]",
+            "1e",
+        ] {
+            assert!(kind(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn depth_is_bounded() {
+        let ok = format!("{}{}", "[".repeat(10), "]".repeat(10));
+        let mut sc = Scanner::new(ok.as_bytes(), 10);
+        assert!(sc.value(1).is_ok());
+        let deep = format!("{}{}", "[".repeat(11), "]".repeat(11));
+        let mut sc = Scanner::new(deep.as_bytes(), 10);
+        assert!(matches!(sc.value(1), Err(SyntaxError::TooDeep { .. })));
+    }
+
+    #[test]
+    fn long_integers_fail_like_python() {
+        let ok = "9".repeat(MAX_INT_DIGITS);
+        assert!(kind(&ok).is_ok());
+        assert!(matches!(
+            kind(&format!("{ok}9")),
+            Err(SyntaxError::IntTooLong { .. })
+        ));
+        assert!(kind(&format!("{ok}9.0")).is_ok());
+    }
+
+    #[test]
+    fn unescapes_keys() {
+        assert_eq!(
+            unescape(br"mm_processor_kwar\u0067s"),
+            b"mm_processor_kwargs"
+        );
+        assert_eq!(unescape(br"\ud83d\ude00"), "\u{1F600}".as_bytes());
+        assert_eq!(unescape(br"\ud800"), b"\xED\xA0\x80");
+        assert_eq!(unescape(br#"\"\\\/\n"#), b"\"\\/\n");
+    }
+}

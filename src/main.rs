@@ -1,0 +1,206 @@
+//! The `mmgate` command: `serve`, `check`, `inspect`.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use mmgate::classify::{classify, Route};
+use mmgate::config::Config;
+use mmgate::contract::{judge, Invalid, UpstreamFacts, Verdict};
+use mmgate::error::gate_body;
+use mmgate::inspect::{Field, Findings};
+
+#[derive(Parser)]
+#[command(
+    name = "mmgate",
+    version,
+    about = "A gateway for vLLM 0.31's multimodal kwargs contract"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway.
+    Serve {
+        /// The policy file (see policies/).
+        #[arg(long)]
+        policy: PathBuf,
+        /// Seconds to let in-flight requests finish after SIGTERM/SIGINT.
+        #[arg(long, default_value_t = 30)]
+        drain_seconds: u64,
+    },
+    /// Validate a policy; exits non-zero naming every bad field.
+    Check {
+        /// The policy file.
+        #[arg(long)]
+        policy: PathBuf,
+    },
+    /// Classify one request body offline, as an untrusted vLLM 0.31 would.
+    Inspect {
+        /// The request path (e.g. /v1/chat/completions).
+        #[arg(long)]
+        path: String,
+        /// The Content-Type header (default application/json).
+        #[arg(long, default_value = "application/json")]
+        content_type: String,
+        /// A served model name, for vLLM's model check (repeatable; unknown models are then 404).
+        #[arg(long = "model")]
+        models: Vec<String>,
+        /// The body file, or - for standard input.
+        #[arg(default_value = "-")]
+        file: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve {
+            policy,
+            drain_seconds,
+        } => serve(policy, Duration::from_secs(drain_seconds)),
+        Command::Check { policy } => match Config::load(&policy) {
+            Ok(c) => {
+                println!(
+                    "policy OK: listen {}, admin {}, upstream {}",
+                    c.listen, c.admin, c.upstream.url
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Inspect {
+            path,
+            content_type,
+            models,
+            file,
+        } => inspect(&path, &content_type, models, &file),
+    }
+}
+
+fn serve(policy: PathBuf, drain: Duration) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MMGATE_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let config = match Config::load(&policy) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let running = match mmgate::server::start(config, drain).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("cannot bind: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        tracing::info!(listen = %running.addr, admin = %running.admin, "mmgate serving");
+        let stop = running.stopper();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutdown signal received; draining");
+            let _ = stop.send(true);
+        });
+        running.wait().await;
+        ExitCode::SUCCESS
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+fn inspect(path: &str, content_type: &str, models: Vec<String>, file: &str) -> ExitCode {
+    let mut body = Vec::new();
+    let read = if file == "-" {
+        std::io::stdin().read_to_end(&mut body)
+    } else {
+        std::fs::File::open(file).and_then(|mut f| f.read_to_end(&mut body))
+    };
+    if let Err(e) = read {
+        eprintln!("cannot read {file}: {e}");
+        return ExitCode::from(2);
+    }
+    let facts = UpstreamFacts {
+        served_models: (!models.is_empty()).then_some(models),
+        ..Default::default()
+    };
+    let (verdict, findings) = match classify(&http::Method::POST, path) {
+        Route::Gated(kind) => judge(
+            kind,
+            Some(content_type.as_bytes()),
+            &body,
+            mmgate::inspect::DEFAULT_MAX_DEPTH,
+            &facts,
+        ),
+        Route::Ungated => (Verdict::Accept, None),
+    };
+    let (out, code) = report(&verdict, findings.as_ref());
+    println!("{out}");
+    ExitCode::from(code)
+}
+
+fn report(verdict: &Verdict, findings: Option<&Findings>) -> (serde_json::Value, u8) {
+    use serde_json::json;
+    let fields: Vec<_> = Field::ALL
+        .iter()
+        .map(|&f| {
+            let ff = findings.map(|x| x.field(f).clone()).unwrap_or_default();
+            json!({"name": f.name(), "present": ff.present, "truthy": ff.truthy(), "keys": ff.keys})
+        })
+        .collect();
+    match verdict {
+        Verdict::Accept => (
+            json!({"verdict": "accept", "status": 200, "param": null, "fields": fields, "body": null}),
+            0,
+        ),
+        Verdict::Reject(f) => (
+            json!({"verdict": "reject", "status": 400, "param": f.name(), "fields": fields, "body": gate_body(*f)}),
+            1,
+        ),
+        Verdict::Invalid(inv) => {
+            let status = if matches!(inv, Invalid::UnknownModel(_)) {
+                404
+            } else {
+                400
+            };
+            (
+                json!({"verdict": "invalid", "status": status, "param": null, "fields": fields, "body": null, "reason": inv.to_string()}),
+                3,
+            )
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Recording: each request's [`Outcome`] is recorded exactly once, as metrics and, for
+//! requests vLLM 0.31 would reject or that mmgate stripped, one JSON log line on stdout.
+//!
+//! The log line never carries values, bodies or media: only the route, the field names and
+//! their top-level key names (bounded), the client address, user agent and request id.
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::classify::RouteKind;
+use crate::decide::Mode;
+use crate::inspect::{Field, Findings};
+use crate::metrics::Metrics;
+
+const MAX_KEYS: usize = 32;
+const MAX_TEXT: usize = 256;
+
+/// Everything recorded about one request.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The gated route, or `None` for pass-through traffic.
+    pub route: Option<RouteKind>,
+    /// The mode applied.
+    pub mode: Option<Mode>,
+    /// What happened, a closed label: `forwarded`, `stripped`, `rejected`, `refused`, `error`.
+    pub outcome: &'static str,
+    /// The field vLLM 0.31 would name in its gate error, if it would reject.
+    pub would_reject: Option<Field>,
+    /// Fields stripped before forwarding.
+    pub stripped: Vec<Field>,
+    /// Offending fields with their key names (bounded), for the log.
+    pub fields: Vec<(Field, Vec<String>)>,
+    /// The response status.
+    pub status: u16,
+    /// The client address.
+    pub client: IpAddr,
+    /// The client's user agent (bounded).
+    pub user_agent: Option<String>,
+    /// The request id (the client's `x-request-id` or one mmgate made).
+    pub request_id: String,
+    /// The request path as sent (bounded).
+    pub path: String,
+    /// Inspected body size.
+    pub body_bytes: Option<usize>,
+    /// Time to response headers.
+    pub elapsed: Duration,
+    /// Upstream time to response headers.
+    pub upstream_elapsed: Option<Duration>,
+}
+
+impl Outcome {
+    /// Records the offending fields' key names from the findings.
+    pub fn note_fields(&mut self, findings: &Findings) {
+        self.fields = findings
+            .offending()
+            .map(|f| {
+                let keys = findings
+                    .field(f)
+                    .keys
+                    .iter()
+                    .take(MAX_KEYS)
+                    .map(|k| bounded(k))
+                    .collect();
+                (f, keys)
+            })
+            .collect();
+    }
+}
+
+fn bounded(s: &str) -> String {
+    if s.len() <= MAX_TEXT {
+        return s.to_string();
+    }
+    let mut end = MAX_TEXT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// One offending-request log line (the documented schema).
+#[derive(Serialize)]
+struct LogLine<'a> {
+    ts: String,
+    event: &'static str,
+    route: &'static str,
+    path: &'a str,
+    mode: &'static str,
+    action: &'static str,
+    param: Option<&'static str>,
+    fields: Vec<LogField<'a>>,
+    stripped: Vec<&'static str>,
+    status: u16,
+    client_addr: String,
+    user_agent: Option<&'a str>,
+    request_id: &'a str,
+}
+
+#[derive(Serialize)]
+struct LogField<'a> {
+    name: &'static str,
+    keys: &'a [String],
+}
+
+/// Records an outcome: metrics always, a log line when vLLM would reject or mmgate stripped.
+pub fn record(metrics: &Metrics, o: &Outcome) {
+    let route = o.route.map_or("ungated", RouteKind::name);
+    let mode = o.mode.map_or("none", Mode::name);
+    metrics
+        .requests
+        .with_label_values(&[route, mode, o.outcome])
+        .inc();
+    metrics
+        .duration
+        .with_label_values(&[route])
+        .observe(o.elapsed.as_secs_f64());
+    if let Some(u) = o.upstream_elapsed {
+        metrics
+            .upstream_duration
+            .with_label_values(&[route])
+            .observe(u.as_secs_f64());
+    }
+    if let Some(n) = o.body_bytes {
+        metrics.body_bytes.observe(n as f64);
+    }
+    if let Some(f) = o.would_reject {
+        metrics
+            .offending
+            .with_label_values(&[route, mode, f.name()])
+            .inc();
+    }
+    for f in &o.stripped {
+        metrics.stripped.with_label_values(&[route, f.name()]).inc();
+    }
+    if o.would_reject.is_some() || !o.stripped.is_empty() {
+        log_line(o, route, mode);
+    }
+}
+
+fn log_line(o: &Outcome, route: &'static str, mode: &'static str) {
+    let line = LogLine {
+        ts: rfc3339(SystemTime::now()),
+        event: "offending_request",
+        route,
+        path: &o.path,
+        mode,
+        action: o.outcome,
+        param: o.would_reject.map(Field::name),
+        fields: o
+            .fields
+            .iter()
+            .map(|(f, keys)| LogField {
+                name: f.name(),
+                keys,
+            })
+            .collect(),
+        stripped: o.stripped.iter().map(|f| f.name()).collect(),
+        status: o.status,
+        client_addr: o.client.to_string(),
+        user_agent: o.user_agent.as_deref(),
+        request_id: &o.request_id,
+    };
+    if let Ok(mut text) = serde_json::to_vec(&line) {
+        text.push(b'\n');
+        let _ = std::io::stdout().lock().write_all(&text);
+    }
+}
+
+/// Truncates client-supplied text for logs.
+pub fn bound_text(s: &str) -> String {
+    bounded(s)
+}
+
+/// Formats a time as RFC 3339 UTC with milliseconds.
+pub fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_utc_timestamps() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_796_216_515_123);
+        assert_eq!(rfc3339(t), "2026-12-02T13:01:55.123Z");
+    }
+
+    #[test]
+    fn long_text_is_bounded_on_a_char_boundary() {
+        let s = "é".repeat(300);
+        let b = bound_text(&s);
+        assert!(b.len() <= MAX_TEXT && s.starts_with(&b));
+    }
+}

@@ -1,0 +1,314 @@
+//! Forwarding to the upstream vLLM: a pooled HTTP/1.1 keep-alive client, hop-by-hop header
+//! handling (RFC 9110 §7.6.1), `X-Forwarded-*`, and responses streamed back frame by frame.
+//!
+//! The client's `Host` header is kept so that vLLM's redirects point back at the gateway.
+
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode, Uri};
+use http_body::{Frame, SizeHint};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use crate::config;
+use crate::error::GateError;
+
+/// The upstream vLLM and the client that reaches it.
+#[derive(Clone)]
+pub struct Upstream {
+    client: Client<HttpConnector, Body>,
+    scheme: http::uri::Scheme,
+    authority: http::uri::Authority,
+    response_timeout: Duration,
+}
+
+impl Upstream {
+    /// Builds the pooled client for the configured upstream.
+    pub fn new(cfg: &config::Upstream) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(cfg.connect_timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(cfg.idle_timeout)
+            .pool_timer(hyper_util::rt::TokioTimer::new())
+            .build(connector);
+        let parts = cfg.url.clone().into_parts();
+        Upstream {
+            client,
+            scheme: parts.scheme.unwrap_or(http::uri::Scheme::HTTP),
+            authority: parts
+                .authority
+                .unwrap_or_else(|| http::uri::Authority::from_static("127.0.0.1")),
+            response_timeout: cfg.response_timeout,
+        }
+    }
+
+    /// The upstream's `host:port`, for messages.
+    pub fn authority(&self) -> &str {
+        self.authority.as_str()
+    }
+
+    fn uri(&self, path_and_query: &str) -> Result<Uri, GateError> {
+        Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(path_and_query)
+            .build()
+            .map_err(|e| self.failed(e.to_string()))
+    }
+
+    fn failed(&self, reason: String) -> GateError {
+        GateError::UpstreamFailed {
+            upstream: self.authority.to_string(),
+            reason,
+        }
+    }
+
+    /// Forwards a request (its body as given) and returns the streaming response.
+    pub async fn forward(
+        &self,
+        mut parts: http::request::Parts,
+        body: Body,
+        client: IpAddr,
+    ) -> Result<Response<Body>, GateError> {
+        let pq = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        parts.uri = self.uri(pq)?;
+        if !parts.headers.contains_key(header::HOST) {
+            if let Ok(h) = HeaderValue::from_str(self.authority.as_str()) {
+                parts.headers.insert(header::HOST, h);
+            }
+        }
+        remove_hop_by_hop(&mut parts.headers);
+        add_forwarded(&mut parts.headers, client);
+        parts.version = http::Version::HTTP_11;
+        self.send(Request::from_parts(parts, body)).await
+    }
+
+    /// Sends a request and maps failures to [`GateError`].
+    async fn send(&self, req: Request<Body>) -> Result<Response<Body>, GateError> {
+        let res = match tokio::time::timeout(self.response_timeout, self.client.request(req)).await
+        {
+            Err(_) => {
+                return Err(GateError::UpstreamTimeout {
+                    upstream: self.authority.to_string(),
+                    seconds: self.response_timeout.as_secs(),
+                })
+            }
+            Ok(Err(e)) if e.is_connect() => {
+                return Err(GateError::UpstreamUnreachable {
+                    upstream: self.authority.to_string(),
+                    reason: error_chain(&e),
+                })
+            }
+            Ok(Err(e)) => return Err(self.failed(error_chain(&e))),
+            Ok(Ok(res)) => res,
+        };
+        let (mut parts, incoming) = res.into_parts();
+        remove_hop_by_hop(&mut parts.headers);
+        Ok(Response::from_parts(parts, Body::new(incoming)))
+    }
+
+    /// A GET to the upstream with a short deadline (health checks, model discovery).
+    pub async fn get(
+        &self,
+        path: &str,
+        deadline: Duration,
+    ) -> Result<(StatusCode, Bytes), GateError> {
+        let req = Request::get(self.uri(path)?)
+            .header(header::HOST, self.authority.as_str())
+            .body(Body::empty())
+            .map_err(|e| self.failed(e.to_string()))?;
+        let fetch = async {
+            let res = self.send(req).await?;
+            let status = res.status();
+            let body = axum::body::to_bytes(res.into_body(), 16 << 20)
+                .await
+                .map_err(|e| self.failed(e.to_string()))?;
+            Ok((status, body))
+        };
+        tokio::time::timeout(deadline, fetch)
+            .await
+            .unwrap_or_else(|_| {
+                Err(GateError::UpstreamTimeout {
+                    upstream: self.authority.to_string(),
+                    seconds: deadline.as_secs(),
+                })
+            })
+    }
+
+    /// Served model names from the upstream's `/v1/models`.
+    pub async fn served_models(&self) -> Option<Vec<String>> {
+        let (status, body) = self.get("/v1/models", Duration::from_secs(5)).await.ok()?;
+        if !status.is_success() {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+        let ids = v.get("data")?.as_array()?.iter();
+        Some(
+            ids.filter_map(|m| m.get("id")?.as_str().map(str::to_string))
+                .collect(),
+        )
+    }
+
+    /// The gated routes the upstream serves, from its FastAPI `/openapi.json`.
+    pub async fn served_routes(&self) -> Option<Vec<crate::classify::RouteKind>> {
+        let (status, body) = self
+            .get("/openapi.json", Duration::from_secs(5))
+            .await
+            .ok()?;
+        if !status.is_success() {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+        let mut routes: Vec<_> = v
+            .get("paths")?
+            .as_object()?
+            .iter()
+            .filter(|(_, ops)| ops.get("post").is_some())
+            .filter_map(
+                |(path, _)| match crate::classify::classify(&http::Method::POST, path) {
+                    crate::classify::Route::Gated(kind) => Some(kind),
+                    crate::classify::Route::Ungated => None,
+                },
+            )
+            .collect();
+        routes.sort();
+        routes.dedup();
+        Some(routes)
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}
+
+/// Removes hop-by-hop headers: the fixed list and every header `Connection` names.
+pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
+        header::PROXY_AUTHENTICATE,
+        header::PROXY_AUTHORIZATION,
+        header::TE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+}
+
+fn add_forwarded(headers: &mut HeaderMap, client: IpAddr) {
+    let xff = HeaderName::from_static("x-forwarded-for");
+    let value = match headers.get(&xff).and_then(|v| v.to_str().ok()) {
+        Some(prev) => format!("{prev}, {client}"),
+        None => client.to_string(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&value) {
+        headers.insert(xff, v);
+    }
+    headers
+        .entry(HeaderName::from_static("x-forwarded-proto"))
+        .or_insert(HeaderValue::from_static("http"));
+}
+
+/// A body made of slices of one buffer (the strip result), with an exact length.
+pub struct SliceBody {
+    parts: std::collections::VecDeque<Bytes>,
+    remaining: u64,
+}
+
+impl SliceBody {
+    /// A body that sends `parts` in order.
+    pub fn new(parts: Vec<Bytes>) -> Self {
+        let remaining = parts.iter().map(|p| p.len() as u64).sum();
+        SliceBody {
+            parts: parts.into_iter().filter(|p| !p.is_empty()).collect(),
+            remaining,
+        }
+    }
+}
+
+impl http_body::Body for SliceBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let next = self.parts.pop_front();
+        if let Some(p) = &next {
+            self.remaining -= p.len() as u64;
+        }
+        Poll::Ready(next.map(|p| Ok(Frame::data(p))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_are_removed() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-secret"),
+        );
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key(header::CONTENT_TYPE));
+    }
+
+    #[test]
+    fn forwarded_for_is_appended() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", HeaderValue::from_static("10.0.0.1"));
+        add_forwarded(&mut h, "127.0.0.1".parse().unwrap());
+        assert_eq!(h["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
+        assert_eq!(h["x-forwarded-proto"], "http");
+    }
+}

@@ -1,0 +1,269 @@
+//! Test helpers: a fake vLLM upstream that records what it receives, a gateway started from a
+//! policy string, and a small HTTP client.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::sync::Semaphore;
+
+/// One request as the fake upstream received it.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub method: Method,
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// How a fake upstream behaves.
+#[derive(Default, Clone)]
+pub struct FakeOpts {
+    /// POST handlers wait for a permit here before answering.
+    pub hold: Option<Arc<Semaphore>>,
+    /// SSE events before `[DONE]` (default 5).
+    pub sse_events: Option<usize>,
+    /// Gated paths the fake's `/openapi.json` leaves out (like a server without that task).
+    pub missing_routes: Vec<&'static str>,
+}
+
+#[derive(Default)]
+struct FakeState {
+    received: Mutex<Vec<Received>>,
+    opts: FakeOpts,
+}
+
+const GATED_PATHS: &[&str] = &[
+    "/v1/chat/completions",
+    "/v1/chat/completions/batch",
+    "/v1/completions",
+    "/v1/responses",
+    "/tokenize",
+    "/v1/embeddings",
+    "/pooling",
+    "/score",
+    "/v1/score",
+    "/rerank",
+    "/v1/rerank",
+    "/v2/rerank",
+    "/classify",
+    "/v1/chat/completions/render",
+    "/v1/completions/render",
+    "/v1/responses/render",
+    "/invocations",
+    "/v1/messages",
+    "/v2/embed",
+];
+
+/// A fake vLLM: `/health`, `/v1/models` (serving `tiny`), JSON answers, and SSE for
+/// `"stream": true` bodies.
+pub struct FakeVllm {
+    pub addr: SocketAddr,
+    state: Arc<FakeState>,
+}
+
+impl FakeVllm {
+    pub async fn start() -> Self {
+        Self::start_with(FakeOpts::default()).await
+    }
+
+    pub async fn start_with(opts: FakeOpts) -> Self {
+        let state = Arc::new(FakeState {
+            opts,
+            ..Default::default()
+        });
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        FakeVllm { addr, state }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Everything received except health checks and model discovery.
+    pub fn received(&self) -> Vec<Received> {
+        self.state.received.lock().unwrap().clone()
+    }
+
+    pub fn clear(&self) {
+        self.state.received.lock().unwrap().clear();
+    }
+}
+
+async fn handle(State(state): State<Arc<FakeState>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let path = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
+    if parts.method == Method::GET && path == "/health" {
+        return Response::new(Body::empty());
+    }
+    if parts.method == Method::GET && path == "/v1/models" {
+        return json(
+            StatusCode::OK,
+            r#"{"object":"list","data":[{"id":"tiny","object":"model"}]}"#.into(),
+        );
+    }
+    if parts.method == Method::GET && path == "/openapi.json" {
+        let paths: serde_json::Map<String, serde_json::Value> = GATED_PATHS
+            .iter()
+            .filter(|p| !state.opts.missing_routes.contains(p))
+            .map(|p| (p.to_string(), serde_json::json!({"post": {}})))
+            .collect();
+        return json(
+            StatusCode::OK,
+            serde_json::json!({"openapi": "3.1.0", "paths": paths}).to_string(),
+        );
+    }
+    let body = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    state.received.lock().unwrap().push(Received {
+        method: parts.method.clone(),
+        path: path.clone(),
+        headers: parts.headers.clone(),
+        body: body.clone(),
+    });
+    if let Some(hold) = &state.opts.hold {
+        let _permit = hold.acquire().await.unwrap();
+    }
+    let stream = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("stream").and_then(|s| s.as_bool()))
+        .unwrap_or(false);
+    if stream {
+        return sse(state.opts.sse_events.unwrap_or(5));
+    }
+    json(
+        StatusCode::OK,
+        format!(
+            r#"{{"id":"cmpl-fake","object":"chat.completion","path":{:?},"received_bytes":{}}}"#,
+            path,
+            body.len()
+        ),
+    )
+}
+
+fn json(status: StatusCode, body: String) -> Response {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap()
+}
+
+fn sse(events: usize) -> Response {
+    let chunks = (0..events)
+        .map(|i| Ok::<_, std::convert::Infallible>(Bytes::from(format!(
+            "data: {{\"id\":\"chatcmpl-fake\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"t{i}\"}}}}]}}\n\n"
+        ))))
+        .chain(std::iter::once(Ok(Bytes::from_static(b"data: [DONE]\n\n"))));
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(futures_util::stream::iter(chunks)))
+        .unwrap()
+}
+
+/// A gateway started in-process on port 0 with `policy` (its `[upstream]` is filled in).
+pub async fn gateway(policy: &str, upstream: &FakeVllm) -> mmgate::server::Running {
+    let text = format!(
+        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[upstream]\nurl = \"{}\"\n{policy}",
+        upstream.url()
+    );
+    let config = mmgate::config::Config::parse(&text).unwrap();
+    mmgate::server::start(config, Duration::from_secs(5))
+        .await
+        .unwrap()
+}
+
+/// A response, collected.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+pub type TestClient = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+
+pub fn client() -> TestClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// Sends one request and collects the reply.
+pub async fn send(
+    client: &TestClient,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> Reply {
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let res = client
+        .request(req.body(Full::new(body.into())).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = res.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
+
+/// POSTs JSON.
+pub async fn post_json(client: &TestClient, addr: SocketAddr, path: &str, body: &str) -> Reply {
+    send(
+        client,
+        addr,
+        "POST",
+        path,
+        &[("content-type", "application/json")],
+        body.to_string(),
+    )
+    .await
+}
+
+/// Reads one metric sample (name with labels, e.g. `mmgate_requests_total{...}`) from the admin listener.
+pub async fn metric(client: &TestClient, admin: SocketAddr, prefix: &str) -> Option<f64> {
+    let reply = send(client, admin, "GET", "/metrics", &[], Bytes::new()).await;
+    reply
+        .text()
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
