@@ -174,6 +174,8 @@ impl Config {
                     .unwrap_or(false),
                 tool_call_parser: v.bool("tool_call_parser", &mut p).unwrap_or(false),
                 served_routes: None,
+                harmony: v.bool("harmony", &mut p).unwrap_or(false),
+                responses_store: v.bool("responses_store", &mut p).unwrap_or(false),
             },
             discover_models: v.bool("discover_models", &mut p).unwrap_or(true),
             discover_routes: v.bool("discover_routes", &mut p).unwrap_or(true),

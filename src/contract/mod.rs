@@ -24,6 +24,12 @@ pub struct UpstreamFacts {
     pub tool_call_parser: bool,
     /// The gated routes the upstream serves (from its `/openapi.json`); `None` when unknown.
     pub served_routes: Option<Vec<RouteKind>>,
+    /// The served model uses vLLM's Harmony path (gpt-oss), which never reaches the gate on
+    /// chat, chat batch and responses.
+    pub harmony: bool,
+    /// The upstream keeps responses (`VLLM_ENABLE_RESPONSES_API_STORE`), so a
+    /// `previous_response_id` can be found instead of answering 404 before the gate.
+    pub responses_store: bool,
 }
 
 /// vLLM's answer to a request, as far as the gate is concerned.
@@ -69,6 +75,9 @@ pub enum Invalid {
     /// `tool_choice` without a tool parser on the upstream.
     #[error("tool_choice requires --tool-call-parser on the upstream")]
     ToolChoice,
+    /// `previous_response_id` on a server without a response store (404 before the gate).
+    #[error("previous_response_id is not found on a server without a response store")]
+    PreviousResponse,
     /// A request chat template without `--trust-request-chat-template`.
     #[error("Chat template is passed with request, but --trust-request-chat-template is not set.")]
     ChatTemplate,
@@ -252,6 +261,16 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
         }
     }
     let facts = &f.facts;
+    let harmony_route = matches!(
+        route,
+        RouteKind::Chat | RouteKind::ChatBatch | RouteKind::Responses | RouteKind::ChatRender | RouteKind::ResponsesRender
+    );
+    if up.harmony && harmony_route {
+        return Verdict::Accept;
+    }
+    if route == RouteKind::Responses && facts.previous_response && !up.responses_store {
+        return Verdict::Invalid(Invalid::PreviousResponse);
+    }
     match fam {
         Family::Chat { render } => {
             if render && facts.use_beam_search {

@@ -109,6 +109,8 @@ pub struct Facts {
     pub use_beam_search: bool,
     /// `tools` is present and not null.
     pub has_tools: bool,
+    /// `previous_response_id` is present and not null (Responses API).
+    pub previous_response: bool,
     /// A top-level key holds a lone surrogate (pydantic refuses it as an extra field name).
     pub surrogate_key: bool,
 }
@@ -353,6 +355,7 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
         b"chat_template" => facts.chat_template = kind != Kind::Null,
         b"use_beam_search" => facts.use_beam_search = kind == Kind::Bool(true),
         b"tools" => facts.has_tools = kind != Kind::Null,
+        b"previous_response_id" => facts.previous_response = kind != Kind::Null,
         b"chat_template_kwargs" if !matches!(kind, Kind::Object { .. }) => {
             facts.chat_template_kwargs_template = false
         }
