@@ -86,7 +86,7 @@ impl Gateway {
     /// Handles one request from a client connection.
     pub async fn handle(&self, req: Request<Body>, conn: &ConnInfo) -> Response<Body> {
         let start = Instant::now();
-        self.metrics.in_flight.inc();
+        let in_flight = InFlight::enter(&self.metrics.in_flight);
         let route = classify(
             req.method(),
             req.uri().path_and_query().map_or("/", |p| p.as_str()),
@@ -112,8 +112,12 @@ impl Gateway {
         outcome.status = res.status().as_u16();
         outcome.elapsed = start.elapsed();
         record(&self.metrics, &outcome);
-        self.metrics.in_flight.dec();
-        res
+        res.map(|inner| {
+            Body::new(Tracked {
+                inner,
+                in_flight: Some(in_flight),
+            })
+        })
     }
 
     async fn gated(
@@ -252,6 +256,54 @@ impl Gateway {
             elapsed: Duration::ZERO,
             upstream_elapsed: None,
         }
+    }
+}
+
+/// Counts one request in `mmgate_in_flight_requests` until dropped. It rides with the
+/// response body, so a stream counts until it ends or the client goes away, and a request
+/// whose client leaves before the answer stops counting too.
+struct InFlight(prometheus::IntGauge);
+
+impl InFlight {
+    fn enter(gauge: &prometheus::IntGauge) -> Self {
+        gauge.inc();
+        InFlight(gauge.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// A response body that holds its request's [`InFlight`] until it ends or is dropped.
+struct Tracked {
+    inner: Body,
+    in_flight: Option<InFlight>,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None | Some(Err(_)))) {
+            self.in_flight = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

@@ -1,96 +1,15 @@
 //! The recorded vLLM 0.31 conformance cases: `mmgate inspect`, the library, and the live
 //! gateway in every mode agree with the real untrusted server's verdict.
 //!
-//! Cases come from `$MMGATE_CASES`, else `../shared/conformance/cases.jsonl` beside the
-//! checkout, else the copy in `tests/data/`. Every failing case is reported, not only the first.
+//! Cases: see `support::cases` (the shared recordings beside the checkout, else tests/data).
+//! Every failing case is reported, not only the first.
 
 mod support;
 
-use std::path::PathBuf;
-
-use base64::Engine;
 use mmgate::contract::{judge, UpstreamFacts, Verdict};
-use mmgate::error::{GATE_BODY_MEDIA_IO_KWARGS, GATE_BODY_MM_PROCESSOR_KWARGS};
 use mmgate::inspect::DEFAULT_MAX_DEPTH;
+use support::cases::{cases, Case};
 use support::*;
-
-struct Case {
-    id: String,
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-    status: u16,
-    /// The gate error body the untrusted server sent, if it was a gate rejection.
-    gate: Option<&'static str>,
-    /// The recording server did not serve this route (FastAPI's 404): which routes a server
-    /// has depends on its task, so only a gateway that asks the upstream can know.
-    route_missing: bool,
-}
-
-fn cases_path() -> PathBuf {
-    if let Ok(p) = std::env::var("MMGATE_CASES") {
-        return p.into();
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let shared = root.join("../shared/conformance/cases.jsonl");
-    if shared.exists() {
-        shared
-    } else {
-        root.join("tests/data/cases.jsonl")
-    }
-}
-
-fn cases() -> Vec<Case> {
-    let path = cases_path();
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let cases: Vec<Case> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let r = &v["request"];
-            let u = &v["untrusted"];
-            let body = u["body"].as_str().unwrap_or("");
-            let gate = [GATE_BODY_MM_PROCESSOR_KWARGS, GATE_BODY_MEDIA_IO_KWARGS]
-                .into_iter()
-                .find(|g| *g == body);
-            Case {
-                id: v["id"].as_str().unwrap().to_string(),
-                method: r["method"].as_str().unwrap().to_string(),
-                path: r["path"].as_str().unwrap().to_string(),
-                headers: r["headers"]
-                    .as_object()
-                    .map(|h| {
-                        h.iter()
-                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                body: b64.decode(r["body_b64"].as_str().unwrap()).unwrap(),
-                status: u["status"].as_u64().unwrap() as u16,
-                gate,
-                route_missing: body == r#"{"detail":"Not Found"}"#,
-            }
-        })
-        .collect();
-    assert!(
-        cases.len() > 100,
-        "only {} cases in {}",
-        cases.len(),
-        path.display()
-    );
-    cases
-}
-
-fn content_type(c: &Case) -> Option<&str> {
-    c.headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-        .map(|(_, v)| v.as_str())
-}
 
 fn report(failures: Vec<String>) {
     assert!(
@@ -142,7 +61,7 @@ fn library_agrees_with_vllm() {
             mmgate::classify::Route::Gated(kind) => {
                 judge(
                     kind,
-                    content_type(&c).map(str::as_bytes),
+                    c.content_type().map(str::as_bytes),
                     &c.body,
                     DEFAULT_MAX_DEPTH,
                     &facts,
@@ -170,7 +89,7 @@ fn inspect_command_agrees_with_vllm() {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mmgate"));
         cmd.args(["inspect", "--path", &c.path, "--model", "tiny"]);
         // A case without a content type is inspected as such.
-        cmd.args(["--content-type", content_type(&c).unwrap_or("")]);
+        cmd.args(["--content-type", c.content_type().unwrap_or("")]);
         let out = cmd.arg(&file).output().unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
             panic!(
@@ -212,15 +131,6 @@ fn inspect_command_agrees_with_vllm() {
     report(failures);
 }
 
-async fn replay(c: &Case, client: &TestClient, addr: std::net::SocketAddr) -> Reply {
-    let headers: Vec<(&str, &str)> = c
-        .headers
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    send(client, addr, &c.method, &c.path, &headers, c.body.clone()).await
-}
-
 #[tokio::test]
 async fn gateway_in_reject_mode_answers_like_vllm() {
     let full = FakeVllm::start().await;
@@ -241,7 +151,7 @@ async fn gateway_in_reject_mode_answers_like_vllm() {
             (&full, &gw_full)
         };
         fake.clear();
-        let reply = replay(&c, &client, gw.addr).await;
+        let reply = c.replay(&client, gw.addr).await;
         let reached = !fake.received().is_empty();
         match c.gate {
             Some(body) => {
@@ -282,7 +192,7 @@ async fn gateway_in_strip_mode_never_yields_a_gate_rejection() {
     let mut failures = Vec::new();
     for c in cases() {
         fake.clear();
-        let reply = replay(&c, &client, gw.addr).await;
+        let reply = c.replay(&client, gw.addr).await;
         if reply.text().contains("are disabled by default") {
             failures.push(format!("{}: gate rejection in strip mode", c.id));
         }
@@ -344,7 +254,7 @@ async fn pass_and_shadow_forward_every_case_byte_identical() {
         let mut failures = Vec::new();
         for c in cases() {
             fake.clear();
-            let reply = replay(&c, &client, gw.addr).await;
+            let reply = c.replay(&client, gw.addr).await;
             let received = fake.received();
             if received.len() != 1 || received[0].body != c.body || received[0].path != c.path {
                 failures.push(format!(

@@ -263,7 +263,11 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
     let facts = &f.facts;
     let harmony_route = matches!(
         route,
-        RouteKind::Chat | RouteKind::ChatBatch | RouteKind::Responses | RouteKind::ChatRender | RouteKind::ResponsesRender
+        RouteKind::Chat
+            | RouteKind::ChatBatch
+            | RouteKind::Responses
+            | RouteKind::ChatRender
+            | RouteKind::ResponsesRender
     );
     if up.harmony && harmony_route {
         return Verdict::Accept;

@@ -16,6 +16,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::sync::Semaphore;
 
+pub mod cases;
+
 /// One request as the fake upstream received it.
 #[derive(Debug, Clone)]
 pub struct Received {
@@ -32,6 +34,9 @@ pub struct FakeOpts {
     pub hold: Option<Arc<Semaphore>>,
     /// SSE events before `[DONE]` (default 5).
     pub sse_events: Option<usize>,
+    /// When set, an SSE answer sends its first event at once and the rest (with `[DONE]`)
+    /// only after taking a permit here, so a test can see the first event arrive first.
+    pub sse_gate: Option<Arc<Semaphore>>,
     /// Gated paths the fake's `/openapi.json` leaves out (like a server without that task).
     pub missing_routes: Vec<&'static str>,
 }
@@ -152,7 +157,10 @@ async fn handle(State(state): State<Arc<FakeState>>, req: Request) -> Response {
         .and_then(|v| v.get("stream").and_then(|s| s.as_bool()))
         .unwrap_or(false);
     if stream {
-        return sse(state.opts.sse_events.unwrap_or(5));
+        return sse(
+            state.opts.sse_events.unwrap_or(5),
+            state.opts.sse_gate.clone(),
+        );
     }
     json(
         StatusCode::OK,
@@ -172,15 +180,35 @@ fn json(status: StatusCode, body: String) -> Response {
         .unwrap()
 }
 
-fn sse(events: usize) -> Response {
-    let chunks = (0..events)
-        .map(|i| Ok::<_, std::convert::Infallible>(Bytes::from(format!(
-            "data: {{\"id\":\"chatcmpl-fake\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"t{i}\"}}}}]}}\n\n"
-        ))))
-        .chain(std::iter::once(Ok(Bytes::from_static(b"data: [DONE]\n\n"))));
+/// The `i`th SSE event the fake sends (`[DONE]` after the last).
+pub fn sse_event(i: usize) -> Bytes {
+    Bytes::from(format!(
+        "data: {{\"id\":\"chatcmpl-fake\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"t{i}\"}}}}]}}\n\n"
+    ))
+}
+
+fn sse(events: usize, gate: Option<Arc<Semaphore>>) -> Response {
+    // Item i is event i, item `events` is `[DONE]`; with a gate, items after the first wait.
+    let chunks = futures_util::stream::unfold(0usize, move |i| {
+        let gate = gate.clone();
+        async move {
+            if i > events {
+                return None;
+            }
+            if let (1, Some(gate)) = (i, &gate) {
+                gate.acquire().await.unwrap().forget();
+            }
+            let chunk = if i == events {
+                Bytes::from_static(b"data: [DONE]\n\n")
+            } else {
+                sse_event(i)
+            };
+            Some((Ok::<_, std::convert::Infallible>(chunk), i + 1))
+        }
+    });
     Response::builder()
         .header("content-type", "text/event-stream")
-        .body(Body::from_stream(futures_util::stream::iter(chunks)))
+        .body(Body::from_stream(chunks))
         .unwrap()
 }
 

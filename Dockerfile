@@ -1,0 +1,26 @@
+# mmgate container image. Not built on the development machine (no Docker engine there);
+# kept simple enough to check by reading.
+
+# --- build ---
+FROM rust:1.95-bookworm AS build
+WORKDIR /src
+# Dependencies first, so they are cached until Cargo.toml or Cargo.lock change.
+COPY Cargo.toml Cargo.lock ./
+RUN mkdir -p src benches \
+ && echo 'fn main() {}' > src/main.rs && echo '' > src/lib.rs && echo 'fn main() {}' > benches/inspect.rs \
+ && cargo build --release --locked --bin mmgate \
+ && rm -rf src benches
+COPY src src
+COPY benches benches
+RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin mmgate
+
+# --- runtime ---
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /src/target/release/mmgate /usr/local/bin/mmgate
+COPY policies/ /etc/mmgate/
+USER nonroot
+# Data plane and admin (metrics, health). The shipped policies bind the admin listener to
+# 127.0.0.1; set listen.admin = "0.0.0.0:9464" in a mounted policy to scrape from outside.
+EXPOSE 8080 9464
+ENTRYPOINT ["mmgate"]
+CMD ["serve", "--policy", "/etc/mmgate/shadow.toml"]

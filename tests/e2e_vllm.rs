@@ -1,0 +1,518 @@
+//! End to end against real vLLM 0.31 servers (the shared oracle), with the real `mmgate`
+//! binary in front and a real OpenAI Python client.
+//!
+//! Skipped, with a message, when the oracle is not installed (`$VLLM_ORACLE_HOME`, default
+//! `/tmp/vllm-oracle`; `.ci/run` installs it). Servers start in parallel once per run on free
+//! loopback ports and are killed (process group) when the test ends, also on failure.
+//! `MMGATE_E2E_POOLING=0` leaves out the pooling servers.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use mmgate::contract::{judge, UpstreamFacts};
+use support::cases::{cases, Case};
+use support::*;
+
+struct Oracle {
+    home: PathBuf,
+    scripts: PathBuf,
+}
+
+fn oracle() -> Option<Oracle> {
+    let home = PathBuf::from(
+        std::env::var("VLLM_ORACLE_HOME").unwrap_or_else(|_| "/tmp/vllm-oracle".into()),
+    );
+    let scripts = std::env::var("MMGATE_ORACLE_SCRIPTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/oracle"));
+    let ready = home.join("venv/bin/python").exists()
+        && home.join("models/tiny-qwen2vl/config.json").exists()
+        && scripts.join("run.sh").exists();
+    ready.then_some(Oracle { home, scripts })
+}
+
+/// A child process killed with its whole process group on drop.
+struct Proc {
+    child: Child,
+    name: String,
+    log: PathBuf,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spawn(name: &str, cmd: &mut Command, dir: &Path) -> Proc {
+    use std::os::unix::process::CommandExt;
+    let log = dir.join(format!("{name}.log"));
+    let out = std::fs::File::create(&log).unwrap();
+    let child = cmd
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+    Proc {
+        child,
+        name: name.into(),
+        log,
+    }
+}
+
+struct Vllm {
+    proc: Proc,
+    addr: SocketAddr,
+}
+
+fn start_vllm(
+    o: &Oracle,
+    dir: &Path,
+    name: &str,
+    mode: &str,
+    model: Option<&str>,
+    flags: &[&str],
+) -> Vllm {
+    let port = free_port();
+    let mut cmd = Command::new("bash");
+    cmd.arg(o.scripts.join("run.sh"))
+        .args(["--mode", mode, "--port", &port.to_string()])
+        .env("VLLM_ORACLE_HOME", &o.home);
+    if let Some(m) = model {
+        cmd.args(["--model", &o.home.join("models").join(m).to_string_lossy()]);
+    }
+    cmd.args(["--", "--served-model-name", "tiny"]).args(flags);
+    Vllm {
+        proc: spawn(name, &mut cmd, dir),
+        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+    }
+}
+
+async fn wait_healthy(client: &TestClient, servers: &mut [&mut Vllm], limit: Duration) {
+    let start = Instant::now();
+    for s in servers.iter_mut() {
+        loop {
+            if let Ok(Some(status)) = s.proc.child.try_wait() {
+                panic!(
+                    "{} exited with {status}; see {}",
+                    s.proc.name,
+                    s.proc.log.display()
+                );
+            }
+            let req = http::Request::get(format!("http://{}/health", s.addr))
+                .body(http_body_util::Full::new(Bytes::new()))
+                .unwrap();
+            if let Ok(Ok(r)) =
+                tokio::time::timeout(Duration::from_secs(2), client.request(req)).await
+            {
+                if r.status() == 200 {
+                    break;
+                }
+            }
+            assert!(
+                start.elapsed() < limit,
+                "{} not healthy after {limit:?}; see {}",
+                s.proc.name,
+                s.proc.log.display()
+            );
+            // Polling an external process that has no readiness signal.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+struct Gate {
+    proc: Proc,
+    addr: SocketAddr,
+    admin: SocketAddr,
+}
+
+fn start_gateway(dir: &Path, name: &str, mode: &str, upstream: SocketAddr) -> Gate {
+    let (port, admin) = (free_port(), free_port());
+    let policy = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &policy,
+        format!(
+            "[listen]\naddr = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\"\n[upstream]\nurl = \"http://{upstream}\"\n[gate]\ndefault = \"{mode}\"\n"
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mmgate"));
+    cmd.args(["serve", "--policy"]).arg(&policy);
+    Gate {
+        proc: spawn(name, &mut cmd, dir),
+        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        admin: SocketAddr::from(([127, 0, 0, 1], admin)),
+    }
+}
+
+async fn wait_gateway(client: &TestClient, g: &mut Gate) {
+    for _ in 0..200 {
+        if let Ok(Some(status)) = g.proc.child.try_wait() {
+            panic!(
+                "{} exited with {status}: {}",
+                g.proc.name,
+                std::fs::read_to_string(&g.proc.log).unwrap_or_default()
+            );
+        }
+        let req = http::Request::get(format!("http://{}/healthz", g.admin))
+            .body(http_body_util::Full::new(Bytes::new()))
+            .unwrap();
+        if matches!(client.request(req).await, Ok(r) if r.status() == 200) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{} did not come up", g.proc.name);
+}
+
+/// Removes what differs between two identical requests (ids, timestamps).
+fn normalized(body: &[u8]) -> Option<serde_json::Value> {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                // kwargs_data is the serialized processor output, whose key order differs
+                // between a trusted and an untrusted server for the same image.
+                for k in ["id", "request_id", "created", "created_at", "kwargs_data"] {
+                    m.remove(k);
+                }
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    strip(&mut v);
+    Some(v)
+}
+
+fn is_gate(body: &[u8]) -> bool {
+    body == mmgate::error::GATE_BODY_MM_PROCESSOR_KWARGS.as_bytes()
+        || body == mmgate::error::GATE_BODY_MEDIA_IO_KWARGS.as_bytes()
+}
+
+/// Deterministic answers: render and tokenize return the same body for the same request.
+fn deterministic(c: &Case) -> bool {
+    c.family == "render" || c.path.starts_with("/tokenize")
+}
+
+/// What mmgate's strip mode makes of a request: the body it forwards (None when it answers
+/// at the edge because the body cannot be inspected).
+fn strip_decision(c: &Case) -> Option<Vec<u8>> {
+    use mmgate::decide::{decide, Action, Mode, OnUnclassifiable};
+    let route = mmgate::classify::classify(&c.method.parse().unwrap(), &c.path);
+    let mmgate::classify::Route::Gated(kind) = route else {
+        return Some(c.body.clone());
+    };
+    let facts = UpstreamFacts::default();
+    let (verdict, findings) = judge(
+        kind,
+        c.content_type().map(str::as_bytes),
+        &c.body,
+        970,
+        &facts,
+    );
+    match decide(
+        Mode::Strip,
+        OnUnclassifiable::Reject,
+        &verdict,
+        findings.as_ref(),
+    ) {
+        Action::Strip(fields) => {
+            let f = findings.expect("strip has findings");
+            Some(mmgate::rewrite::strip(&Bytes::from(c.body.clone()), &f, &fields).to_vec())
+        }
+        Action::RejectUnclassifiable(_) | Action::RejectGate(_) => None,
+        Action::Forward => Some(c.body.clone()),
+    }
+}
+
+struct Pair<'a> {
+    family: &'static str,
+    untrusted: SocketAddr,
+    trusted: SocketAddr,
+    reject: &'a Gate,
+    strip: &'a Gate,
+    shadow: &'a Gate,
+}
+
+/// The equivalence checks over every case of the pair's family.
+async fn equivalence(client: &TestClient, p: &Pair<'_>, failures: &mut Vec<String>) -> usize {
+    let mut offending = 0;
+    let family_cases: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| c.family == p.family)
+        .collect();
+    assert!(!family_cases.is_empty());
+    for c in &family_cases {
+        let direct = c.replay(client, p.untrusted).await;
+        let direct_gate = is_gate(&direct.body);
+        offending += usize::from(direct_gate);
+
+        let rejected = c.replay(client, p.reject.addr).await;
+        if rejected.status != direct.status || (direct_gate && rejected.body != direct.body) {
+            failures.push(format!(
+                "reject {}: vLLM untrusted {} {}, mmgate(reject)->trusted {} {}",
+                c.id,
+                direct.status,
+                direct.text(),
+                rejected.status,
+                rejected.text()
+            ));
+        }
+
+        let stripped = c.replay(client, p.strip.addr).await;
+        // Refused at the edge (an uninspectable body): vLLM refuses it too, with the same status.
+        let (expected, compare) = match strip_decision(c) {
+            Some(body) => (
+                c.replay_body(client, p.trusted, body).await,
+                deterministic(c),
+            ),
+            None => (c.replay(client, p.trusted).await, false),
+        };
+        let same_body = !compare || normalized(&stripped.body) == normalized(&expected.body);
+        if is_gate(&stripped.body) || stripped.status != expected.status || !same_body {
+            failures.push(format!(
+                "strip {}: mmgate(strip)->untrusted {} {}, trusted(stripped) {} {}",
+                c.id,
+                stripped.status,
+                stripped.text(),
+                expected.status,
+                expected.text()
+            ));
+        }
+
+        let shadowed = c.replay(client, p.shadow.addr).await;
+        let same_body = !deterministic(c) || normalized(&shadowed.body) == normalized(&direct.body);
+        if shadowed.status != direct.status || !same_body {
+            failures.push(format!(
+                "shadow {}: direct {} {}, mmgate(shadow) {} {}",
+                c.id,
+                direct.status,
+                direct.text(),
+                shadowed.status,
+                shadowed.text()
+            ));
+        }
+    }
+    offending
+}
+
+fn log_lines(g: &Gate) -> usize {
+    std::fs::read_to_string(&g.proc.log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(r#""event":"offending_request""#))
+        .count()
+}
+
+/// Streams a chat completion and returns (first chunk, whole body, time to first byte).
+async fn stream_chat(client: &TestClient, addr: SocketAddr) -> (Bytes, String, Duration) {
+    use http_body_util::BodyExt;
+    let body = r#"{"model":"tiny","messages":[{"role":"user","content":"Hello"}],"max_tokens":48,"stream":true,"ignore_eos":true}"#;
+    let req = http::Request::post(format!("http://{addr}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(Bytes::from_static(
+            body.as_bytes(),
+        )))
+        .unwrap();
+    let start = Instant::now();
+    let res = client.request(req).await.unwrap();
+    assert_eq!(res.status(), 200);
+    let mut body = res.into_body();
+    let mut first = None;
+    let mut ttfb = Duration::ZERO;
+    let mut all = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.unwrap().into_data() {
+            if first.is_none() {
+                ttfb = start.elapsed();
+                first = Some(data.clone());
+            }
+            all.extend_from_slice(&data);
+        }
+    }
+    (
+        first.unwrap_or_default(),
+        String::from_utf8(all).unwrap(),
+        ttfb,
+    )
+}
+
+fn check_sse(what: &str, first: &Bytes, all: &str, failures: &mut Vec<String>) {
+    let events: Vec<&str> = all.split("\n\n").filter(|e| !e.is_empty()).collect();
+    if events.last() != Some(&"data: [DONE]") || events.len() < 3 {
+        failures.push(format!(
+            "{what}: stream does not end with data: [DONE]: {all}"
+        ));
+    }
+    if first.windows(6).any(|w| w == b"[DONE]") {
+        failures.push(format!(
+            "{what}: the first chunk already held the end of the stream (buffered)"
+        ));
+    }
+    for e in &events[..events.len().saturating_sub(1)] {
+        let ok = e
+            .strip_prefix("data: ")
+            .and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok())
+            .is_some();
+        if !ok {
+            failures.push(format!("{what}: not a data event: {e}"));
+        }
+    }
+}
+
+fn openai_sdk(
+    o: &Oracle,
+    reject: &Gate,
+    strip: &Gate,
+    untrusted: SocketAddr,
+    failures: &mut Vec<String>,
+) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/openai_client.py");
+    let out = Command::new(o.home.join("venv/bin/python"))
+        .arg(script)
+        .args([
+            format!("http://{}/v1", reject.addr),
+            format!("http://{}/v1", strip.addr),
+            format!("http://{untrusted}/v1"),
+        ])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("openai client:\n{text}");
+    if !out.status.success() {
+        failures.push(format!("OpenAI SDK checks failed:\n{text}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_vllm_end_to_end() {
+    let Some(o) = oracle() else {
+        println!("skipped: no vLLM 0.31 oracle (set VLLM_ORACLE_HOME; .ci/run installs it with ../shared/oracle/setup.sh)");
+        return;
+    };
+    let pooling = std::env::var("MMGATE_E2E_POOLING").map_or(true, |v| v != "0");
+    let dir = std::env::temp_dir().join(format!("mmgate-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let client = client();
+    let trust = ["--trust-request-mm-kwargs"];
+    let started = Instant::now();
+    let mut render_u = start_vllm(&o, &dir, "render-untrusted", "render", None, &[]);
+    let mut render_t = start_vllm(&o, &dir, "render-trusted", "render", None, &trust);
+    let mut serve_u = start_vllm(&o, &dir, "serve-untrusted", "serve", None, &[]);
+    let mut serve_t = start_vllm(&o, &dir, "serve-trusted", "serve", None, &trust);
+    let pool_flags = ["--runner", "pooling", "--convert", "embed"];
+    let pool_trusted = [
+        "--runner",
+        "pooling",
+        "--convert",
+        "embed",
+        "--trust-request-mm-kwargs",
+    ];
+    let mut pools = pooling.then(|| {
+        (
+            start_vllm(
+                &o,
+                &dir,
+                "pool-untrusted",
+                "serve",
+                Some("tiny-qwen2"),
+                &pool_flags,
+            ),
+            start_vllm(
+                &o,
+                &dir,
+                "pool-trusted",
+                "serve",
+                Some("tiny-qwen2"),
+                &pool_trusted,
+            ),
+        )
+    });
+    {
+        let mut all: Vec<&mut Vllm> =
+            vec![&mut render_u, &mut render_t, &mut serve_u, &mut serve_t];
+        if let Some((pu, pt)) = pools.as_mut() {
+            all.push(pu);
+            all.push(pt);
+        }
+        wait_healthy(&client, &mut all, Duration::from_secs(900)).await;
+    }
+    println!("vLLM servers healthy after {:?}", started.elapsed());
+
+    let mut failures = Vec::new();
+    let mut families = vec![
+        ("render", render_u.addr, render_t.addr),
+        ("serve", serve_u.addr, serve_t.addr),
+    ];
+    if let Some((pu, pt)) = &pools {
+        families.push(("pool", pu.addr, pt.addr));
+    }
+    for (family, untrusted, trusted) in families {
+        let mut reject = start_gateway(&dir, &format!("{family}-reject"), "reject", trusted);
+        let mut strip = start_gateway(&dir, &format!("{family}-strip"), "strip", untrusted);
+        let mut shadow = start_gateway(&dir, &format!("{family}-shadow"), "shadow", untrusted);
+        for g in [&mut reject, &mut strip, &mut shadow] {
+            wait_gateway(&client, g).await;
+        }
+        let pair = Pair {
+            family,
+            untrusted,
+            trusted,
+            reject: &reject,
+            strip: &strip,
+            shadow: &shadow,
+        };
+        let offending = equivalence(&client, &pair, &mut failures).await;
+        let lines = log_lines(&shadow);
+        if lines != offending {
+            failures.push(format!(
+                "{family}: shadow logged {lines} offending requests, vLLM rejected {offending}"
+            ));
+        }
+        println!("{family}: equivalence checked, {offending} offending requests");
+        if family == "serve" {
+            let (first, all, ttfb_direct) = stream_chat(&client, untrusted).await;
+            check_sse("direct", &first, &all, &mut failures);
+            let (first, all, ttfb_gateway) = stream_chat(&client, shadow.addr).await;
+            check_sse("through mmgate", &first, &all, &mut failures);
+            println!("time to first byte: direct {ttfb_direct:?}, through mmgate {ttfb_gateway:?}");
+            let reject_untrusted = start_gateway(&dir, "sdk-reject", "reject", untrusted);
+            let mut reject_untrusted = reject_untrusted;
+            wait_gateway(&client, &mut reject_untrusted).await;
+            openai_sdk(&o, &reject_untrusted, &strip, untrusted, &mut failures);
+        }
+    }
+    println!("end-to-end suite took {:?}", started.elapsed());
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
