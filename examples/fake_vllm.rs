@@ -48,9 +48,16 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     Ok(match req.uri().path() {
         "/health" if get => Response::new(Full::new(Bytes::new()).boxed()),
         "/version" if get => json(r#"{"version":"0.31.0"}"#),
-        "/v1/models" if get => json(r#"{"object":"list","data":[{"id":"tiny","object":"model","owned_by":"vllm"}]}"#),
+        "/v1/models" if get => {
+            json(r#"{"object":"list","data":[{"id":"tiny","object":"model","owned_by":"vllm"}]}"#)
+        }
         _ => {
-            let body = req.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+            let body = req
+                .into_body()
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
             let stream = memchr::memmem::find(&body, b"\"stream\":true").is_some()
                 || memchr::memmem::find(&body, b"\"stream\": true").is_some();
             if stream {

@@ -5,8 +5,15 @@
 //! offending fields. Whenever a request with truthy gated fields is forwarded under
 //! `strip`/`reject` (because vLLM would refuse it earlier for another reason), the fields are
 //! stripped first, so a prediction mmgate gets wrong can never let them reach the upstream.
+//!
+//! Per client, [`decide_for`] adds the pool: `route` sends a trusted client's offending
+//! requests to its trusted pool as sent, everything else goes to the client's own pool.
+//! Invariant (checked here as well as in the policy): a client that is not trusted never
+//! gets a trusted pool, whatever it sends.
 
+use crate::config::PoolId;
 use crate::contract::{Invalid, Verdict};
+use crate::error::GateError;
 use crate::inspect::{Field, Findings};
 
 /// The per-route policy mode.
@@ -20,6 +27,8 @@ pub enum Mode {
     Strip,
     /// Answer vLLM's gate error at the edge.
     Reject,
+    /// Forward offending requests as sent to this (trusted) pool; per client only.
+    Route(PoolId),
 }
 
 impl Mode {
@@ -30,6 +39,7 @@ impl Mode {
             Mode::Shadow => "shadow",
             Mode::Strip => "strip",
             Mode::Reject => "reject",
+            Mode::Route(_) => "route",
         }
     }
 }
@@ -56,6 +66,60 @@ pub enum Action {
     RejectUnclassifiable(Invalid),
 }
 
+/// An action and the pool it goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// What to do.
+    pub action: Action,
+    /// Where a forwarded request goes.
+    pub pool: PoolId,
+}
+
+/// Who is asking, as the decision sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientView {
+    /// The client's mode on this route.
+    pub mode: Mode,
+    /// The client may reach trusted pools.
+    pub trusted: bool,
+    /// The client's own pool (for requests that are not routed).
+    pub pool: PoolId,
+}
+
+/// Decides what to do with a gated request from this client, and where it goes.
+/// `pool_trusted` says which pools run `--trust-request-mm-kwargs`; a forward from an
+/// untrusted client to such a pool is refused with [`GateError::UntrustedPool`].
+pub fn decide_for(
+    client: ClientView,
+    pool_trusted: impl Fn(PoolId) -> bool,
+    on_unclassifiable: OnUnclassifiable,
+    verdict: &Verdict,
+    findings: Option<&Findings>,
+) -> Result<Decision, GateError> {
+    let offending = findings.is_some_and(|f| f.offending().next().is_some());
+    let (action, pool) = match client.mode {
+        Mode::Route(target) if client.trusted && offending => (Action::Forward, target),
+        // Untrusted (impossible by the policy, kept as a guard): vLLM's own answer.
+        Mode::Route(_) if offending => (
+            decide(Mode::Reject, on_unclassifiable, verdict, findings),
+            client.pool,
+        ),
+        Mode::Route(_) => (
+            decide(Mode::Pass, on_unclassifiable, verdict, findings),
+            client.pool,
+        ),
+        mode => (
+            decide(mode, on_unclassifiable, verdict, findings),
+            client.pool,
+        ),
+    };
+    let forwards = matches!(action, Action::Forward | Action::Strip(_));
+    if forwards && pool_trusted(pool) && !client.trusted {
+        return Err(GateError::UntrustedPool);
+    }
+    Ok(Decision { action, pool })
+}
+
 /// Decides what to do with a gated request.
 pub fn decide(
     mode: Mode,
@@ -63,7 +127,7 @@ pub fn decide(
     verdict: &Verdict,
     findings: Option<&Findings>,
 ) -> Action {
-    if matches!(mode, Mode::Pass | Mode::Shadow) {
+    if matches!(mode, Mode::Pass | Mode::Shadow | Mode::Route(_)) {
         return Action::Forward;
     }
     let offending = |except: Option<Field>| -> Vec<Field> {
@@ -143,6 +207,75 @@ mod tests {
             decide(Mode::Reject, OnUnclassifiable::Reject, &v, Some(&f)),
             Action::Forward
         );
+    }
+
+    #[test]
+    fn route_sends_only_a_trusted_clients_offending_requests_to_its_pool() {
+        let trusted = |p: PoolId| p == 1;
+        let offending = findings(r#"{"mm_processor_kwargs":{"a":1}}"#);
+        let clean = findings(r#"{"model":"x"}"#);
+        let reject = Verdict::Reject(Field::MmProcessorKwargs);
+        let client = ClientView {
+            mode: Mode::Route(1),
+            trusted: true,
+            pool: 0,
+        };
+        let d = decide_for(
+            client,
+            trusted,
+            OnUnclassifiable::Reject,
+            &reject,
+            Some(&offending),
+        );
+        assert_eq!(
+            d.unwrap(),
+            Decision {
+                action: Action::Forward,
+                pool: 1
+            }
+        );
+        let d = decide_for(
+            client,
+            trusted,
+            OnUnclassifiable::Reject,
+            &Verdict::Accept,
+            Some(&clean),
+        );
+        assert_eq!(
+            d.unwrap(),
+            Decision {
+                action: Action::Forward,
+                pool: 0
+            }
+        );
+        let untrusted = ClientView {
+            trusted: false,
+            ..client
+        };
+        let d = decide_for(
+            untrusted,
+            trusted,
+            OnUnclassifiable::Reject,
+            &reject,
+            Some(&offending),
+        );
+        let d = d.unwrap();
+        assert_eq!(d.action, Action::RejectGate(Field::MmProcessorKwargs));
+        assert_eq!(d.pool, 0);
+        // Even a misconfigured untrusted client whose own pool is trusted is refused.
+        let misplaced = ClientView {
+            mode: Mode::Shadow,
+            trusted: false,
+            pool: 1,
+        };
+        let d = decide_for(
+            misplaced,
+            trusted,
+            OnUnclassifiable::Reject,
+            &Verdict::Accept,
+            Some(&clean),
+        );
+        assert!(matches!(d, Err(GateError::UntrustedPool)));
     }
 
     #[test]

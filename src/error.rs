@@ -57,6 +57,67 @@ pub enum GateError {
         /// The configured timeout.
         seconds: u64,
     },
+    /// Missing or unknown credentials, and the policy refuses anonymous clients.
+    #[error("authentication failed: {reason}")]
+    Unauthorized {
+        /// What was wrong (never the key itself).
+        reason: &'static str,
+    },
+    /// The client is over its request rate.
+    #[error("client {client} is over its rate of {per_second} requests per second")]
+    RateLimited {
+        /// The client's policy name.
+        client: String,
+        /// The configured rate.
+        per_second: u32,
+        /// Seconds until a request is allowed again.
+        retry_after: u64,
+    },
+    /// The client already has its maximum number of requests in flight.
+    #[error("client {client} already has {limit} requests in flight{}", waited(.waited_ms))]
+    ClientBusy {
+        /// The client's policy name.
+        client: String,
+        /// Its concurrency limit.
+        limit: u32,
+        /// How long it waited in the queue, if it did.
+        waited_ms: Option<u64>,
+        /// Suggested retry delay, seconds.
+        retry_after: u64,
+    },
+    /// The pool is at its concurrency limit and its queue is full or the wait timed out.
+    #[error("pool {pool} is saturated ({limit} requests in flight){}", waited(.waited_ms))]
+    PoolSaturated {
+        /// The pool.
+        pool: String,
+        /// Its concurrency limit (0: none, the queue is full).
+        limit: u32,
+        /// How long it waited in the queue, if it did.
+        waited_ms: Option<u64>,
+        /// Suggested retry delay, seconds.
+        retry_after: u64,
+    },
+    /// A kwarg is not allowed by the pool or is outside its bound.
+    #[error("{key} must be {bound} for pool {pool}")]
+    ValueBound {
+        /// The pool.
+        pool: String,
+        /// The offending key, as `field.key` (or `media_io_kwargs.modality.key`).
+        key: String,
+        /// The rule it breaks.
+        bound: String,
+    },
+    /// No member of the pool is healthy.
+    #[error("no healthy upstream in pool {pool} (all {members} members fail their /health check)")]
+    PoolUnavailable {
+        /// The pool.
+        pool: String,
+        /// How many members it has.
+        members: usize,
+    },
+    /// A request from a client that is not trusted would reach a trusted pool.
+    #[error("this client may not use a trusted pool")]
+    UntrustedPool,
     /// The upstream broke the protocol or the connection.
     #[error("upstream vLLM at {upstream} failed: {reason}")]
     UpstreamFailed {
@@ -65,6 +126,11 @@ pub enum GateError {
         /// What failed.
         reason: String,
     },
+}
+
+fn waited(ms: &Option<u64>) -> String {
+    ms.map(|ms| format!(" after waiting {ms} ms"))
+        .unwrap_or_default()
 }
 
 #[derive(serde::Serialize)]
@@ -106,6 +172,46 @@ impl GateError {
                 StatusCode::BAD_GATEWAY
             }
             GateError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            GateError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            GateError::RateLimited { .. } | GateError::ClientBusy { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+            GateError::PoolSaturated { .. } | GateError::PoolUnavailable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            GateError::ValueBound { .. } => StatusCode::BAD_REQUEST,
+            GateError::UntrustedPool => StatusCode::FORBIDDEN,
+        }
+    }
+
+    /// Why the gateway refused the request (a closed metrics label), if it did.
+    pub fn refusal_reason(&self) -> Option<&'static str> {
+        Some(match self {
+            GateError::Unauthorized { .. } => "auth",
+            GateError::RateLimited { .. } => "rate",
+            GateError::ClientBusy {
+                waited_ms: Some(_), ..
+            }
+            | GateError::PoolSaturated {
+                waited_ms: Some(_), ..
+            } => "queue_timeout",
+            GateError::ClientBusy { .. } | GateError::PoolSaturated { .. } => "concurrency",
+            GateError::ValueBound { .. } => "value_bound",
+            GateError::BodyTooLarge { .. } => "body_size",
+            GateError::PoolUnavailable { .. } => "unavailable",
+            GateError::UntrustedPool => "untrusted",
+            _ => return None,
+        })
+    }
+
+    /// Seconds the client should wait before retrying (`Retry-After`), for 429 and 503.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            GateError::RateLimited { retry_after, .. }
+            | GateError::ClientBusy { retry_after, .. }
+            | GateError::PoolSaturated { retry_after, .. } => Some(*retry_after),
+            GateError::PoolUnavailable { .. } => Some(5),
+            _ => None,
         }
     }
 
@@ -119,6 +225,13 @@ impl GateError {
             GateError::UpstreamUnreachable { .. } => "upstream_unreachable",
             GateError::UpstreamTimeout { .. } => "upstream_timeout",
             GateError::UpstreamFailed { .. } => "upstream_failed",
+            GateError::Unauthorized { .. } => "unauthorized",
+            GateError::RateLimited { .. } => "rate_limited",
+            GateError::ClientBusy { .. } => "client_busy",
+            GateError::PoolSaturated { .. } => "pool_saturated",
+            GateError::ValueBound { .. } => "value_bound",
+            GateError::PoolUnavailable { .. } => "pool_unavailable",
+            GateError::UntrustedPool => "untrusted_pool",
         }
     }
 
@@ -140,6 +253,35 @@ impl GateError {
                 ("BadGateway", format!("mmgate: {self}; retry later."))
             }
             GateError::UpstreamTimeout { .. } => ("GatewayTimeout", format!("mmgate: {self}; retry later.")),
+            GateError::Unauthorized { .. } => (
+                "AuthenticationError",
+                format!("mmgate: {self}. Send your API key as `Authorization: Bearer KEY`; ask the operator for a key if you have none."),
+            ),
+            GateError::RateLimited { retry_after, .. } => (
+                "RateLimitError",
+                format!("mmgate: {self}; retry after {retry_after} s, or spread your requests out."),
+            ),
+            GateError::ClientBusy { retry_after, .. } => (
+                "RateLimitError",
+                format!("mmgate: {self}; wait for one to finish, then retry after {retry_after} s."),
+            ),
+            GateError::PoolSaturated { retry_after, .. } => (
+                "ServiceUnavailableError",
+                format!("mmgate: {self}; retry after {retry_after} s."),
+            ),
+            GateError::ValueBound { key, .. } => {
+                let param = key.split('.').next().unwrap_or("mm_processor_kwargs");
+                let message = format!("mmgate: {self}; change or remove {key} and resend (the operator sets the bounds in the policy).");
+                return envelope(status, "BadRequestError", Some(param), &message);
+            }
+            GateError::PoolUnavailable { .. } => (
+                "ServiceUnavailableError",
+                format!("mmgate: {self}; the operator has been told by the health checks. Retry later."),
+            ),
+            GateError::UntrustedPool => (
+                "PermissionDeniedError",
+                format!("mmgate: {self}; send the request without mm_processor_kwargs and media_io_kwargs, or ask the operator to trust your key."),
+            ),
         };
         envelope(status, kind, None, &message)
     }
@@ -152,6 +294,14 @@ impl GateError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let Some(secs) = self.retry_after() {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if matches!(self, GateError::Unauthorized { .. }) {
+            res.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         res
     }
 }
@@ -188,6 +338,49 @@ mod tests {
                 },
                 502,
             ),
+            (GateError::Unauthorized { reason: "no key" }, 401),
+            (
+                GateError::RateLimited {
+                    client: "a".into(),
+                    per_second: 1,
+                    retry_after: 1,
+                },
+                429,
+            ),
+            (
+                GateError::ClientBusy {
+                    client: "a".into(),
+                    limit: 1,
+                    waited_ms: Some(5),
+                    retry_after: 1,
+                },
+                429,
+            ),
+            (
+                GateError::PoolSaturated {
+                    pool: "p".into(),
+                    limit: 1,
+                    waited_ms: None,
+                    retry_after: 1,
+                },
+                503,
+            ),
+            (
+                GateError::ValueBound {
+                    pool: "p".into(),
+                    key: "mm_processor_kwargs.max_pixels".into(),
+                    bound: "max_pixels <= 1".into(),
+                },
+                400,
+            ),
+            (
+                GateError::PoolUnavailable {
+                    pool: "p".into(),
+                    members: 2,
+                },
+                503,
+            ),
+            (GateError::UntrustedPool, 403),
         ];
         for (e, status) in cases {
             assert_eq!(e.status().as_u16(), status);
@@ -196,6 +389,9 @@ mod tests {
             assert!(v["error"]["message"]
                 .as_str()
                 .is_some_and(|m| !m.is_empty()));
+            let res: Response<Bytes> = e.to_response();
+            let retry = res.headers().contains_key(header::RETRY_AFTER);
+            assert_eq!(retry, matches!(status, 429 | 503), "{e:?}");
         }
     }
 

@@ -1,36 +1,42 @@
 //! The gateway: one handler that reads top to bottom as the life of a request —
-//! classify → read (bounded) → inspect → decide → forward or answer → record.
+//! identify → rate → classify → read (bounded) → inspect → decide (per client, with its pool)
+//! → value limits → admit (permits, queue) → forward to a healthy member or answer → record.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use axum::body::Body;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response};
-use http_body_util::BodyExt;
 use tokio::time::Instant;
 
+use crate::body::{collect_limited, Held, InFlight, Tracked};
 use crate::classify::{classify, Route, RouteKind};
-use crate::config::Config;
+use crate::config::{Config, PoolId};
 use crate::contract::{judge, UpstreamFacts, Verdict};
-use crate::decide::{decide, Action};
+use crate::decide::{decide_for, Action, ClientView, Mode};
 use crate::error::GateError;
+use crate::identify::{ClientId, Identifier};
 use crate::inspect::Field;
+use crate::limits::{check_values, Limits, RateClock};
 use crate::listen::ConnInfo;
 use crate::metrics::Metrics;
-use crate::record::{bound_text, record, Outcome};
+use crate::pool::Pool;
+use crate::record::{record, Outcome};
 use crate::rewrite::strip;
 use crate::upstream::{SliceBody, Upstream};
 
 /// The response header that lists the fields mmgate removed.
 pub const STRIPPED_HEADER: &str = "x-mmgate-stripped";
 
-/// The running gateway: configuration, upstream client, metrics and discovered facts.
+/// The running gateway: configuration, identity tables, pools, limiters, metrics and
+/// discovered facts.
 pub struct Gateway {
     config: Arc<Config>,
-    upstream: Upstream,
+    identifier: Identifier,
+    pools: Vec<Pool>,
+    limits: Limits,
     metrics: Metrics,
     facts: ArcSwap<UpstreamFacts>,
     ids: AtomicU64,
@@ -39,12 +45,25 @@ pub struct Gateway {
 impl Gateway {
     /// Builds a gateway from a validated configuration.
     pub fn new(config: Config) -> Arc<Self> {
-        let upstream = Upstream::new(&config.upstream);
+        Self::with_clock(config, RateClock::default())
+    }
+
+    /// Builds a gateway whose rate limiters read `clock` (tests pass a fake one).
+    pub fn with_clock(config: Config, clock: RateClock) -> Arc<Self> {
         let facts = ArcSwap::from_pointee(config.vllm.facts.clone());
+        let metrics = Metrics::new();
+        let pools = config
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Pool::new(i, p))
+            .collect();
         Arc::new(Gateway {
+            identifier: Identifier::new(&config.identity, &config.clients),
+            limits: Limits::new(&config, &metrics, clock),
+            pools,
             config: Arc::new(config),
-            upstream,
-            metrics: Metrics::new(),
+            metrics,
             facts,
             ids: AtomicU64::new(0),
         })
@@ -60,9 +79,14 @@ impl Gateway {
         &self.metrics
     }
 
-    /// The upstream.
+    /// The default pool's first member (discovery of models and routes, readiness).
     pub fn upstream(&self) -> &Upstream {
-        &self.upstream
+        &self.pools[0].members()[0].upstream
+    }
+
+    /// The pools, `default` first.
+    pub fn pools(&self) -> &[Pool] {
+        &self.pools
     }
 
     /// Refreshes what mmgate knows of the upstream: its served models (unless the policy
@@ -71,10 +95,10 @@ impl Gateway {
         let static_models = self.config.vllm.facts.served_models.is_some();
         let mut facts = self.config.vllm.facts.clone();
         if self.config.vllm.discover_models && !static_models {
-            facts.served_models = self.upstream.served_models().await;
+            facts.served_models = self.upstream().served_models().await;
         }
         if self.config.vllm.discover_routes {
-            facts.served_routes = self.upstream.served_routes().await;
+            facts.served_routes = self.upstream().served_routes().await;
         }
         let old = self.facts.load();
         if facts.served_models != old.served_models || facts.served_routes != old.served_routes {
@@ -86,19 +110,19 @@ impl Gateway {
     /// Handles one request from a client connection.
     pub async fn handle(&self, req: Request<Body>, conn: &ConnInfo) -> Response<Body> {
         let start = Instant::now();
-        let in_flight = InFlight::enter(&self.metrics.in_flight);
-        let route = classify(
-            req.method(),
-            req.uri().path_and_query().map_or("/", |p| p.as_str()),
-        );
-        let mut outcome = self.outcome(&req, conn);
-        let res = match route {
-            Route::Ungated => self.forward(req, conn, &mut outcome).await,
-            Route::Gated(kind) => self.gated(kind, req, conn, &mut outcome).await,
+        let mut held = Held {
+            _in_flight: InFlight::enter(&self.metrics.in_flight),
+            admission: None,
+            member: None,
         };
+        let seq = self.ids.fetch_add(1, Ordering::Relaxed);
+        let mut outcome = Outcome::start(req.headers(), req.uri().path(), conn, seq);
+        let res = self.serve(req, conn, &mut outcome, &mut held).await;
         let res = res.unwrap_or_else(|e| {
+            outcome.refusal = e.refusal_reason();
             outcome.outcome = match e {
-                GateError::BodyTooLarge { .. } | GateError::BodyRead(_) => "refused",
+                GateError::BodyRead(_) => "refused",
+                _ if outcome.refusal.is_some() => "refused",
                 _ => "error",
             };
             if let Some(kind) = upstream_error_kind(&e) {
@@ -115,23 +139,86 @@ impl Gateway {
         res.map(|inner| {
             Body::new(Tracked {
                 inner,
-                in_flight: Some(in_flight),
+                held: Some(held),
             })
         })
+    }
+
+    /// Identify, take from the client's rate, then serve the route.
+    async fn serve(
+        &self,
+        mut req: Request<Body>,
+        conn: &ConnInfo,
+        outcome: &mut Outcome,
+        held: &mut Held,
+    ) -> Result<Response<Body>, GateError> {
+        let who = self.identifier.identify(req.headers(), conn)?;
+        outcome.via = Some(who.via);
+        outcome.spoofed_header = who.spoofed_header;
+        outcome.client_id = match who.client {
+            ClientId::Named(i) => self.config.clients[i].name.clone(),
+            ClientId::Anonymous => "anonymous".into(),
+        };
+        if who.spoofed_header {
+            if let Some(h) = self.identifier.client_header() {
+                req.headers_mut().remove(h);
+            }
+        }
+        self.limits.check_rate(who.client)?;
+        let route = classify(
+            req.method(),
+            req.uri().path_and_query().map_or("/", |p| p.as_str()),
+        );
+        match route {
+            Route::Ungated => {
+                let pool = self.client_view(who.client, None).pool;
+                self.forward(pool, who.client, req, conn, outcome, held)
+                    .await
+            }
+            Route::Gated(kind) => self.gated(kind, who.client, req, conn, outcome, held).await,
+        }
+    }
+
+    /// The client's mode on a route (its own, else the `[gate]` one), trust and pool.
+    fn client_view(&self, id: ClientId, route: Option<RouteKind>) -> ClientView {
+        let gate_mode = route.map_or(Mode::Pass, |r| self.config.gate.mode(r));
+        match id {
+            ClientId::Named(i) => {
+                let c = &self.config.clients[i];
+                ClientView {
+                    mode: c.mode.unwrap_or(gate_mode),
+                    trusted: c.trusted,
+                    pool: c.pool,
+                }
+            }
+            ClientId::Anonymous => ClientView {
+                mode: gate_mode,
+                trusted: false,
+                pool: 0,
+            },
+        }
     }
 
     async fn gated(
         &self,
         kind: RouteKind,
+        id: ClientId,
         req: Request<Body>,
         conn: &ConnInfo,
         outcome: &mut Outcome,
+        held: &mut Held,
     ) -> Result<Response<Body>, GateError> {
-        let mode = self.config.gate.mode(kind);
+        let client = self.client_view(id, Some(kind));
         outcome.route = Some(kind);
-        outcome.mode = Some(mode);
+        outcome.mode = Some(client.mode);
         let (parts, body) = req.into_parts();
-        let bytes = self.read_body(&parts.headers, body).await?;
+        // Read up to the largest limit of the pools this client can reach; check the chosen one below.
+        let reachable = match client.mode {
+            Mode::Route(p) => self.pools[p].max_body_bytes,
+            _ => 0,
+        };
+        let limit = reachable.max(self.pools[client.pool].max_body_bytes);
+        let bytes = self.read_body(&parts.headers, body, limit).await?;
         outcome.body_bytes = Some(bytes.len());
         let content_type = parts
             .headers
@@ -151,15 +238,31 @@ impl Gateway {
         if let Some(f) = &findings {
             outcome.note_fields(f);
         }
-        match decide(
-            mode,
+        let decision = decide_for(
+            client,
+            |p| self.pools[p].trusted,
             self.config.gate.on_unclassifiable,
             &verdict,
             findings.as_ref(),
-        ) {
+        )?;
+        let pool = &self.pools[decision.pool];
+        outcome.pool = Some(pool.name.clone());
+        if bytes.len() > pool.max_body_bytes {
+            return Err(GateError::BodyTooLarge {
+                limit: pool.max_body_bytes,
+            });
+        }
+        match decision.action {
             Action::Forward => {
+                if let (true, Some(f)) = (pool.values.active(pool.trusted), &findings) {
+                    check_values(&pool.values, &pool.name, f)?;
+                }
                 let req = Request::from_parts(parts, Body::from(bytes));
-                self.forward(req, conn, outcome).await
+                let res = self.forward(pool.id, id, req, conn, outcome, held).await;
+                if pool.id != client.pool {
+                    outcome.outcome = "routed";
+                }
+                res
             }
             Action::Strip(fields) => {
                 let Some(findings) = findings else {
@@ -173,7 +276,7 @@ impl Gateway {
                     .headers
                     .insert(header::CONTENT_LENGTH, HeaderValue::from(stripped.len()));
                 let req = Request::from_parts(parts, Body::new(SliceBody::new(stripped.parts)));
-                let mut res = self.forward(req, conn, outcome).await?;
+                let mut res = self.forward(pool.id, id, req, conn, outcome, held).await?;
                 res.headers_mut()
                     .insert(STRIPPED_HEADER, stripped_header(&fields));
                 outcome.outcome = "stripped";
@@ -181,33 +284,60 @@ impl Gateway {
                 Ok(res)
             }
             Action::RejectGate(field) => {
+                outcome.pool = None;
                 outcome.outcome = "rejected";
                 Ok(GateError::Gate(field).to_response())
             }
             Action::RejectUnclassifiable(invalid) => {
+                outcome.pool = None;
                 outcome.outcome = "rejected";
                 Ok(GateError::Unclassifiable(invalid).to_response())
             }
         }
     }
 
+    /// Admits the request to the pool (permits held in `held` until the body ends), picks a
+    /// healthy member and forwards.
     async fn forward(
         &self,
+        pool: PoolId,
+        id: ClientId,
         req: Request<Body>,
         conn: &ConnInfo,
         outcome: &mut Outcome,
+        held: &mut Held,
     ) -> Result<Response<Body>, GateError> {
+        let pool = &self.pools[pool];
+        outcome.pool = Some(pool.name.clone());
+        if !pool.available() {
+            return Err(pool.pick().err().unwrap_or(GateError::PoolUnavailable {
+                pool: pool.name.clone(),
+                members: pool.members().len(),
+            }));
+        }
+        let admission = self.limits.admit(pool.id, id).await?;
+        outcome.waited = Some(admission.waited);
+        held.admission = Some(admission);
+        let (upstream, member) = pool.pick()?;
+        held.member = Some(member);
         let (parts, body) = req.into_parts();
         let sent = Instant::now();
-        let res = self.upstream.forward(parts, body, conn.remote.ip()).await;
+        let res = upstream.forward(parts, body, conn.remote.ip()).await;
+        if let Err(GateError::UpstreamUnreachable { .. }) = &res {
+            pool.connect_failed(upstream.authority());
+        }
         outcome.upstream_elapsed = Some(sent.elapsed());
         outcome.outcome = "forwarded";
         res
     }
 
     /// Reads a gated body: refuse on `Content-Length` first, then read at most the limit.
-    async fn read_body(&self, headers: &http::HeaderMap, body: Body) -> Result<Bytes, GateError> {
-        let limit = self.config.limits.max_body_bytes;
+    async fn read_body(
+        &self,
+        headers: &http::HeaderMap,
+        body: Body,
+        limit: usize,
+    ) -> Result<Bytes, GateError> {
         let declared = headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
@@ -224,87 +354,6 @@ impl Gateway {
             ))),
         }
     }
-
-    fn outcome(&self, req: &Request<Body>, conn: &ConnInfo) -> Outcome {
-        let header = |name: header::HeaderName| {
-            req.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(bound_text)
-        };
-        let request_id =
-            header(header::HeaderName::from_static("x-request-id")).unwrap_or_else(|| {
-                format!(
-                    "mmgate-{:x}-{:x}",
-                    conn.id,
-                    self.ids.fetch_add(1, Ordering::Relaxed)
-                )
-            });
-        Outcome {
-            route: None,
-            mode: None,
-            outcome: "forwarded",
-            would_reject: None,
-            stripped: Vec::new(),
-            fields: Vec::new(),
-            status: 0,
-            client: conn.remote.ip(),
-            user_agent: header(header::USER_AGENT),
-            request_id,
-            path: bound_text(req.uri().path()),
-            body_bytes: None,
-            elapsed: Duration::ZERO,
-            upstream_elapsed: None,
-        }
-    }
-}
-
-/// Counts one request in `mmgate_in_flight_requests` until dropped. It rides with the
-/// response body, so a stream counts until it ends or the client goes away, and a request
-/// whose client leaves before the answer stops counting too.
-struct InFlight(prometheus::IntGauge);
-
-impl InFlight {
-    fn enter(gauge: &prometheus::IntGauge) -> Self {
-        gauge.inc();
-        InFlight(gauge.clone())
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
-}
-
-/// A response body that holds its request's [`InFlight`] until it ends or is dropped.
-struct Tracked {
-    inner: Body,
-    in_flight: Option<InFlight>,
-}
-
-impl http_body::Body for Tracked {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
-        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(polled, std::task::Poll::Ready(None | Some(Err(_)))) {
-            self.in_flight = None;
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
 }
 
 fn upstream_error_kind(e: &GateError) -> Option<&'static str> {
@@ -320,34 +369,4 @@ fn stripped_header(fields: &[Field]) -> HeaderValue {
     let names: Vec<&str> = fields.iter().map(|f| f.name()).collect();
     HeaderValue::from_str(&names.join(", "))
         .unwrap_or(HeaderValue::from_static("mm_processor_kwargs"))
-}
-
-/// Collects a body into one buffer, failing once it grows past `limit`. A body that arrives
-/// as one frame is taken without a copy; otherwise the buffer is sized from `hint`.
-async fn collect_limited(mut body: Body, limit: usize, hint: usize) -> Result<Bytes, GateError> {
-    let mut first: Option<Bytes> = None;
-    let mut buf = BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| GateError::BodyRead(e.to_string()))?;
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        let total = first.as_ref().map_or(0, Bytes::len) + buf.len() + data.len();
-        if total > limit {
-            return Err(GateError::BodyTooLarge { limit });
-        }
-        match first.take() {
-            None if buf.is_empty() => first = Some(data),
-            prev => {
-                if buf.is_empty() {
-                    buf.reserve(hint.clamp(total, limit));
-                }
-                if let Some(p) = prev {
-                    buf.extend_from_slice(&p);
-                }
-                buf.extend_from_slice(&data);
-            }
-        }
-    }
-    Ok(first.unwrap_or_else(|| buf.freeze()))
 }

@@ -4,27 +4,37 @@
 //! The life of a request, stage by stage (one module each):
 //!
 //! 1. [`listen`] accepts a connection and records its [`listen::ConnInfo`].
-//! 2. [`classify`] maps method + path to a gated [`classify::RouteKind`] or pass-through.
-//! 3. [`inspect`] reads the (bounded) body as Python's `json.loads` would → [`inspect::Findings`].
-//! 4. [`contract`] turns findings into vLLM 0.31's [`contract::Verdict`].
-//! 5. [`decide`] applies the policy → [`decide::Action`] (forward as sent, strip, reject).
-//! 6. [`rewrite`] strips the gated fields when the action says so; [`upstream`] forwards and
-//!    streams the response back; [`error`] is the one place errors become HTTP responses.
-//! 7. [`record`] records the [`record::Outcome`] once: metrics ([`metrics`]) and one log line.
+//! 2. [`identify`] resolves the client ([`identify::ClientId`]) from its certificate, API key
+//!    or trusted header, once per request on every route; [`limits`] takes from its rate.
+//! 3. [`classify`] maps method + path to a gated [`classify::RouteKind`] or pass-through.
+//! 4. [`inspect`] reads the (bounded, [`body`]) body as Python's `json.loads` would → [`inspect::Findings`].
+//! 5. [`contract`] turns findings into vLLM 0.31's [`contract::Verdict`].
+//! 6. [`decide`] applies the client's policy → [`decide::Decision`] (forward as sent, strip,
+//!    reject, or route to a trusted pool), with the pool it goes to.
+//! 7. [`limits`] checks the pool's value limits on the kwargs and admits the request
+//!    (concurrency permits, bounded queue) for as long as its response body lives.
+//! 8. [`rewrite`] strips the gated fields when the action says so; [`pool`] picks a healthy
+//!    member and [`upstream`] forwards and streams the response back; [`error`] is the one
+//!    place errors become HTTP responses.
+//! 9. [`record`] records the [`record::Outcome`] once: metrics ([`metrics`]) and one log line.
 //!
 //! [`server`] binds the listeners and starts it all. [`gateway`] is the only module that knows this order; [`config`] parses the policy file once
 //! into the validated runtime form every stage reads; [`admin`] serves metrics and health.
 
 pub mod admin;
+pub mod body;
 pub mod classify;
 pub mod config;
 pub mod contract;
 pub mod decide;
 pub mod error;
 pub mod gateway;
+pub mod identify;
 pub mod inspect;
+pub mod limits;
 pub mod listen;
 pub mod metrics;
+pub mod pool;
 pub mod record;
 pub mod rewrite;
 pub mod server;

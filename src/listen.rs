@@ -17,6 +17,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 use crate::gateway::Gateway;
+use crate::identify::PeerCertificate;
 
 /// What is known about a client connection, attached to each of its requests.
 #[derive(Debug, Clone)]
@@ -25,6 +26,9 @@ pub struct ConnInfo {
     pub id: u64,
     /// The client's address.
     pub remote: SocketAddr,
+    /// The verified client certificate's identity (mTLS); filled in by a TLS listener,
+    /// `None` on plain TCP.
+    pub peer: Option<PeerCertificate>,
 }
 
 static CONN_IDS: AtomicU64 = AtomicU64::new(1);
@@ -60,6 +64,7 @@ pub async fn serve(
         let conn = Arc::new(ConnInfo {
             id: CONN_IDS.fetch_add(1, Ordering::Relaxed),
             remote,
+            peer: None,
         });
         let gw = gateway.clone();
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {

@@ -1,4 +1,4 @@
-//! The `mmgate` command: `serve`, `check`, `inspect`.
+//! The `mmgate` command: `serve`, `check`, `inspect`, `hash-key`.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -40,6 +40,11 @@ enum Command {
         #[arg(long)]
         policy: PathBuf,
     },
+    /// Print the SHA-256 digest of an API key, for a policy's `key_sha256`.
+    HashKey {
+        /// The key; read from standard input when omitted (keeps it out of shell history).
+        key: Option<String>,
+    },
     /// Classify one request body offline, as an untrusted vLLM 0.31 would.
     Inspect {
         /// The request path (e.g. /v1/chat/completions).
@@ -66,9 +71,26 @@ fn main() -> ExitCode {
         } => serve(policy, Duration::from_secs(drain_seconds)),
         Command::Check { policy } => match Config::load(&policy) {
             Ok(c) => {
+                let pools: Vec<String> = c
+                    .pools
+                    .iter()
+                    .map(|p| {
+                        let urls: Vec<String> =
+                            p.members.iter().map(|m| m.url.to_string()).collect();
+                        format!(
+                            "{}{} [{}]",
+                            p.name,
+                            if p.trusted { " (trusted)" } else { "" },
+                            urls.join(", ")
+                        )
+                    })
+                    .collect();
                 println!(
-                    "policy OK: listen {}, admin {}, upstream {}",
-                    c.listen, c.admin, c.upstream.url
+                    "policy OK: listen {}, admin {}, upstream {}, {} client(s)",
+                    c.listen,
+                    c.admin,
+                    pools.join("; "),
+                    c.clients.len()
                 );
                 ExitCode::SUCCESS
             }
@@ -77,6 +99,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::HashKey { key } => hash_key(key),
         Command::Inspect {
             path,
             content_type,
@@ -141,6 +164,26 @@ async fn wait_for_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+fn hash_key(key: Option<String>) -> ExitCode {
+    let key = match key {
+        Some(k) => k,
+        None => {
+            let mut k = String::new();
+            if let Err(e) = std::io::stdin().read_to_string(&mut k) {
+                eprintln!("cannot read the key from standard input: {e}");
+                return ExitCode::from(2);
+            }
+            k
+        }
+    };
+    if key.trim().is_empty() {
+        eprintln!("the key is empty");
+        return ExitCode::from(2);
+    }
+    println!("{}", hex::encode(mmgate::config::digest(&key)));
+    ExitCode::SUCCESS
 }
 
 fn inspect(path: &str, content_type: &str, models: Vec<String>, file: &str) -> ExitCode {

@@ -1,11 +1,12 @@
 //! Prometheus metrics, owned by one [`Metrics`] value with its own registry.
 //!
 //! Label values come only from closed enums (route kinds, modes, outcomes, fields, error
-//! kinds), never from client input, so cardinality is fixed.
+//! kinds, identity kinds, refusal reasons) or from names the policy lists (pools, clients),
+//! never from client input, so cardinality is bounded by the policy.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// All of mmgate's metrics.
@@ -28,6 +29,22 @@ pub struct Metrics {
     pub in_flight: IntGauge,
     /// Upstream failures by kind.
     pub upstream_errors: IntCounterVec,
+    /// Requests holding a pool permit (until their response body ends), by pool.
+    pub pool_in_flight: IntGaugeVec,
+    /// Requests waiting for a permit, by pool.
+    pub pool_queue_depth: IntGaugeVec,
+    /// Time admitted requests waited for a permit, by pool.
+    pub pool_wait: HistogramVec,
+    /// Requests admitted to a pool, by pool.
+    pub admissions: IntCounterVec,
+    /// Requests refused by the gateway's limits, by pool (`none` before one is chosen) and reason.
+    pub refusals: IntCounterVec,
+    /// Requests by client (a policy name or `anonymous`) and outcome.
+    pub client_requests: IntCounterVec,
+    /// Identified requests by how the client proved who it is.
+    pub identified: IntCounterVec,
+    /// Client headers ignored because they came from outside the trusted networks.
+    pub ignored_client_headers: IntCounter,
 }
 
 impl Metrics {
@@ -100,8 +117,67 @@ impl Metrics {
             "Upstream failures by kind.",
             &["kind"],
         );
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+            registry
+                .register(Box::new(g.clone()))
+                .expect("unique metric");
+            g
+        };
+        let pool_in_flight = gauge(
+            "mmgate_pool_in_flight_requests",
+            "Requests holding a pool permit until their response body ends, by pool.",
+            &["pool"],
+        );
+        let pool_queue_depth = gauge(
+            "mmgate_pool_queue_depth",
+            "Requests waiting for a pool or client permit, by pool.",
+            &["pool"],
+        );
+        let pool_wait = histogram(
+            "mmgate_pool_wait_seconds",
+            "Time admitted requests waited for their permits, by pool.",
+            &["pool"],
+            vec![0.0005, 0.005, 0.05, 0.25, 1.0, 5.0, 30.0],
+        );
+        let admissions = counter(
+            "mmgate_pool_admissions_total",
+            "Requests admitted to a pool.",
+            &["pool"],
+        );
+        let refusals = counter(
+            "mmgate_refusals_total",
+            "Requests refused by identity or limits, by pool and reason (auth, rate, concurrency, queue_timeout, value_bound, body_size, unavailable, untrusted).",
+            &["pool", "reason"],
+        );
+        let client_requests = counter(
+            "mmgate_client_requests_total",
+            "Requests by client (a name the policy lists, or anonymous) and outcome.",
+            &["client", "outcome"],
+        );
+        let identified = counter(
+            "mmgate_identified_requests_total",
+            "Requests by how the client was identified (api_key, certificate, header, anonymous).",
+            &["via"],
+        );
+        let ignored_client_headers = IntCounter::new(
+            "mmgate_ignored_client_headers_total",
+            "Client identity headers ignored because the connection came from outside identity.trusted_networks.",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(ignored_client_headers.clone()))
+            .expect("unique metric");
         Metrics {
             registry,
+            pool_in_flight,
+            pool_queue_depth,
+            pool_wait,
+            admissions,
+            refusals,
+            client_requests,
+            identified,
+            ignored_client_headers,
             requests,
             offending,
             stripped,

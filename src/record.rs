@@ -12,7 +12,9 @@ use serde::Serialize;
 
 use crate::classify::RouteKind;
 use crate::decide::Mode;
+use crate::identify::Via;
 use crate::inspect::{Field, Findings};
+use crate::listen::ConnInfo;
 use crate::metrics::Metrics;
 
 const MAX_KEYS: usize = 32;
@@ -25,7 +27,7 @@ pub struct Outcome {
     pub route: Option<RouteKind>,
     /// The mode applied.
     pub mode: Option<Mode>,
-    /// What happened, a closed label: `forwarded`, `stripped`, `rejected`, `refused`, `error`.
+    /// What happened, a closed label: `forwarded`, `routed`, `stripped`, `rejected`, `refused`, `error`.
     pub outcome: &'static str,
     /// The field vLLM 0.31 would name in its gate error, if it would reject.
     pub would_reject: Option<Field>,
@@ -37,6 +39,18 @@ pub struct Outcome {
     pub status: u16,
     /// The client address.
     pub client: IpAddr,
+    /// The client's policy name, or `anonymous` (never a key or a header value).
+    pub client_id: String,
+    /// How the client was identified (unset when identification failed).
+    pub via: Option<Via>,
+    /// A client header from outside the trusted networks was ignored.
+    pub spoofed_header: bool,
+    /// The pool the request was sent to (or refused by).
+    pub pool: Option<String>,
+    /// Time waited for permits, when admitted.
+    pub waited: Option<Duration>,
+    /// Why mmgate refused it (a closed label), if it did.
+    pub refusal: Option<&'static str>,
     /// The client's user agent (bounded).
     pub user_agent: Option<String>,
     /// The request id (the client's `x-request-id` or one mmgate made).
@@ -52,6 +66,40 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// A fresh outcome for a request: its client address, user agent, path and request id
+    /// (the client's `x-request-id`, or one made from the connection and `seq`).
+    pub fn start(headers: &http::HeaderMap, path: &str, conn: &ConnInfo, seq: u64) -> Outcome {
+        let header = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(bound_text)
+        };
+        Outcome {
+            route: None,
+            mode: None,
+            outcome: "forwarded",
+            would_reject: None,
+            stripped: Vec::new(),
+            fields: Vec::new(),
+            status: 0,
+            client: conn.remote.ip(),
+            client_id: "anonymous".into(),
+            via: None,
+            spoofed_header: false,
+            pool: None,
+            waited: None,
+            refusal: None,
+            user_agent: header("user-agent"),
+            request_id: header("x-request-id")
+                .unwrap_or_else(|| format!("mmgate-{:x}-{seq:x}", conn.id)),
+            path: bound_text(path),
+            body_bytes: None,
+            elapsed: Duration::ZERO,
+            upstream_elapsed: None,
+        }
+    }
+
     /// Records the offending fields' key names from the findings.
     pub fn note_fields(&mut self, findings: &Findings) {
         self.fields = findings
@@ -95,6 +143,8 @@ struct LogLine<'a> {
     stripped: Vec<&'static str>,
     status: u16,
     client_addr: String,
+    client: &'a str,
+    pool: Option<&'a str>,
     user_agent: Option<&'a str>,
     request_id: &'a str,
 }
@@ -135,8 +185,34 @@ pub fn record(metrics: &Metrics, o: &Outcome) {
     for f in &o.stripped {
         metrics.stripped.with_label_values(&[route, f.name()]).inc();
     }
+    record_client(metrics, o);
     if o.would_reject.is_some() || !o.stripped.is_empty() {
         log_line(o, route, mode);
+    }
+}
+
+/// The identity, pool and limit metrics of one request.
+fn record_client(metrics: &Metrics, o: &Outcome) {
+    metrics
+        .client_requests
+        .with_label_values(&[&o.client_id, o.outcome])
+        .inc();
+    if let Some(via) = o.via {
+        metrics.identified.with_label_values(&[via.name()]).inc();
+    }
+    if o.spoofed_header {
+        metrics.ignored_client_headers.inc();
+    }
+    let pool = o.pool.as_deref().unwrap_or("none");
+    if let Some(reason) = o.refusal {
+        metrics.refusals.with_label_values(&[pool, reason]).inc();
+    }
+    if let Some(w) = o.waited {
+        metrics.admissions.with_label_values(&[pool]).inc();
+        metrics
+            .pool_wait
+            .with_label_values(&[pool])
+            .observe(w.as_secs_f64());
     }
 }
 
@@ -160,6 +236,8 @@ fn log_line(o: &Outcome, route: &'static str, mode: &'static str) {
         stripped: o.stripped.iter().map(|f| f.name()).collect(),
         status: o.status,
         client_addr: o.client.to_string(),
+        client: &o.client_id,
+        pool: o.pool.as_deref(),
         user_agent: o.user_agent.as_deref(),
         request_id: &o.request_id,
     };

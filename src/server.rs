@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::gateway::Gateway;
+use crate::limits::RateClock;
 
 /// How often the upstream facts (served models and routes) are refreshed.
 const DISCOVERY_INTERVAL: Duration = Duration::from_secs(30);
@@ -47,14 +48,28 @@ impl Running {
 
 /// Binds both listeners and starts serving.
 pub async fn start(config: Config, drain: Duration) -> std::io::Result<Running> {
+    start_with(config, drain, RateClock::default()).await
+}
+
+/// [`start`], with the rate limiters reading `clock` (tests pass a fake one).
+pub async fn start_with(
+    config: Config,
+    drain: Duration,
+    clock: RateClock,
+) -> std::io::Result<Running> {
     let listener = TcpListener::bind(config.listen).await?;
     let admin_listener = TcpListener::bind(config.admin).await?;
     let addr = listener.local_addr()?;
     let admin = admin_listener.local_addr()?;
-    let gateway = Gateway::new(config);
-    // Learn the served models before the first request, then keep them fresh.
+    let gateway = Gateway::with_clock(config, clock);
+    // Check the pools' members, then learn the served models, before the first request.
+    let checks = gateway.pools().iter().map(|p| p.check());
+    futures_util::future::join_all(checks).await;
     gateway.refresh_facts().await;
     let (stop, mut stopped) = watch::channel(false);
+    for pool in 0..gateway.pools().len() {
+        health_checks(gateway.clone(), pool, stopped.clone());
+    }
 
     let admin_router = crate::admin::router(gateway.clone());
     let mut admin_stop = stopped.clone();
@@ -99,4 +114,23 @@ pub async fn start(config: Config, drain: Duration) -> std::io::Result<Running> 
         stop,
         task,
     })
+}
+
+/// Checks one pool's members on its interval until stopped (no task without health checks).
+fn health_checks(gateway: Arc<Gateway>, pool: usize, mut stop: watch::Receiver<bool>) {
+    let Some(health) = gateway.pools()[pool].health() else {
+        return;
+    };
+    tokio::spawn(async move {
+        loop {
+            let stopped = tokio::select! {
+                () = tokio::time::sleep(health.interval) => false,
+                r = stop.wait_for(|s| *s) => r.is_ok(),
+            };
+            if stopped {
+                break;
+            }
+            gateway.pools()[pool].check().await;
+        }
+    });
 }

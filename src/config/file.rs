@@ -133,6 +133,25 @@ impl<'a> Section<'a> {
         }
     }
 
+    /// A non-negative integer value within `0..=max`.
+    pub(super) fn count(&mut self, key: &'static str, max: u64, p: &mut Problems) -> Option<u64> {
+        let path = self.at(key);
+        match self.get(key)? {
+            Value::Integer(i) if *i >= 0 && (*i as u64) <= max => Some(*i as u64),
+            Value::Integer(i) => {
+                p.add(&path, format!("{i} is out of range (0 to {max})"));
+                None
+            }
+            other => {
+                p.add(
+                    &path,
+                    format!("expected an integer, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
     /// A list of strings.
     pub(super) fn strings(&mut self, key: &'static str, p: &mut Problems) -> Option<Vec<String>> {
         let path = self.at(key);
@@ -158,6 +177,51 @@ impl<'a> Section<'a> {
                 None
             }
         }
+    }
+
+    /// The sub-tables of a free-form section (like `pools` or `clients`), by name; a value
+    /// that is not a table is a problem.
+    pub(super) fn named(&self, p: &mut Problems) -> Vec<(String, Section<'a>)> {
+        let mut out = Vec::new();
+        for (name, value) in self.entries() {
+            let path = self.at(&name);
+            match value {
+                Value::Table(t) => out.push((
+                    name,
+                    Section {
+                        path,
+                        table: Some(t),
+                        read: BTreeSet::new(),
+                    },
+                )),
+                other => p.add(
+                    &path,
+                    format!("expected a table, found {}", other.type_str()),
+                ),
+            }
+        }
+        out
+    }
+
+    /// A number (integer or float).
+    pub(super) fn number(&mut self, key: &'static str, p: &mut Problems) -> Option<f64> {
+        let path = self.at(key);
+        match self.get(key)? {
+            Value::Integer(i) => Some(*i as f64),
+            Value::Float(f) if f.is_finite() => Some(*f),
+            other => {
+                p.add(
+                    &path,
+                    format!("expected a finite number, found {}", other.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    /// Whether the section exists in the file.
+    pub(super) fn present(&self) -> bool {
+        self.table.is_some()
     }
 
     /// Reports every key that was never read, and marks the section done.

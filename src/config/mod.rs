@@ -3,7 +3,9 @@
 //! Every problem (unknown key, wrong type, bad value) is collected with its field path and
 //! reported together; a policy with any problem is refused as a whole.
 
+mod clients;
 mod file;
+mod pools;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -14,7 +16,9 @@ use http::Uri;
 use crate::classify::RouteKind;
 use crate::contract::UpstreamFacts;
 use crate::decide::{Mode, OnUnclassifiable};
+pub use clients::{digest, ClientConfig, Identity, KeyDigest, Rate, Unknown};
 use file::{Problems, Section};
+pub use pools::{Balance, HealthCheck, KeyRule, PoolConfig, PoolId, ValueRules};
 
 /// The validated runtime configuration.
 #[derive(Debug, Clone)]
@@ -23,8 +27,12 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Admin listener (`/metrics`, `/healthz`, `/readyz`).
     pub admin: SocketAddr,
-    /// The upstream vLLM.
-    pub upstream: Upstream,
+    /// The upstream pools; `pools[0]` is `default` (from `[upstream]` or `[pools.default]`).
+    pub pools: Vec<PoolConfig>,
+    /// How clients are identified.
+    pub identity: Identity,
+    /// The clients the policy names.
+    pub clients: Vec<ClientConfig>,
     /// Body limits.
     pub limits: Limits,
     /// What to do with gated requests.
@@ -33,7 +41,7 @@ pub struct Config {
     pub vllm: Vllm,
 }
 
-/// The upstream vLLM server.
+/// One upstream vLLM server (a pool member).
 #[derive(Debug, Clone)]
 pub struct Upstream {
     /// Base URL (`http://host:port`).
@@ -127,28 +135,6 @@ impl Config {
         let admin = addr_or(&mut listen, "admin", "127.0.0.1:9464", &mut p);
         listen.finish(&mut p);
 
-        let mut up = root.section("upstream", &mut p);
-        let url = match up.str("url", &mut p) {
-            Some(u) => upstream_url(u, up.path(), &mut p),
-            None => {
-                p.add(
-                    "upstream.url",
-                    "missing (the vLLM base URL, e.g. \"http://127.0.0.1:8000\")",
-                );
-                None
-            }
-        };
-        let connect_timeout = ms(&mut up, "connect_timeout_ms", 2_000, &mut p);
-        let response_timeout = ms(&mut up, "response_timeout_ms", 600_000, &mut p);
-        let idle_timeout = ms(&mut up, "idle_timeout_ms", 90_000, &mut p);
-        let upstream = url.map(|url| Upstream {
-            url,
-            connect_timeout,
-            response_timeout,
-            idle_timeout,
-        });
-        up.finish(&mut p);
-
         let mut lim = root.section("limits", &mut p);
         let limits = Limits {
             max_body_bytes: lim
@@ -162,6 +148,9 @@ impl Config {
             body_timeout: ms(&mut lim, "body_timeout_ms", 120_000, &mut p),
         };
         lim.finish(&mut p);
+        let pools = pools::pools(&mut root, limits.max_body_bytes, &mut p);
+        let identity = clients::identity(root.section("identity", &mut p), &mut p);
+        let clients = clients::clients(root.section("clients", &mut p), &identity, &pools, &mut p);
 
         let gate = gate(root.section("gate", &mut p), &mut p);
 
@@ -183,16 +172,18 @@ impl Config {
         v.finish(&mut p);
         root.finish(&mut p);
 
-        match (p.0.is_empty(), upstream) {
-            (true, Some(upstream)) => Ok(Config {
+        match p.0.is_empty() && !pools.is_empty() {
+            true => Ok(Config {
                 listen: addr,
                 admin,
-                upstream,
+                pools,
+                identity,
+                clients,
                 limits,
                 gate,
                 vllm,
             }),
-            _ => Err(ConfigError::Invalid(p.0)),
+            false => Err(ConfigError::Invalid(p.0)),
         }
     }
 }

@@ -69,3 +69,123 @@ fn missing_upstream_is_an_error() {
     };
     assert!(problems[0].starts_with("upstream.url: missing"));
 }
+
+const POOLS: &str = r#"
+[pools.default]
+members = ["http://127.0.0.1:8000", "http://127.0.0.1:8001"]
+balance = "least_in_flight"
+[pools.trusted]
+members = ["http://127.0.0.1:9000"]
+trusted = true
+max_concurrency = 4
+max_body_bytes = 1000
+[pools.trusted.allow.mm_processor_kwargs]
+max_pixels = { max = 1003520 }
+[pools.trusted.allow.media_io_kwargs.video]
+num_frames = { min = 1, max = 32 }
+[clients.vision]
+key_sha256 = ["0000000000000000000000000000000000000000000000000000000000000000"]
+trusted = true
+mode = "route"
+route_to = "trusted"
+"#;
+
+#[test]
+fn pools_and_clients_are_resolved() {
+    let c = Config::parse(POOLS).unwrap();
+    assert_eq!(c.pools[0].name, "default");
+    assert_eq!(c.pools[0].members.len(), 2);
+    assert_eq!(c.pools[0].balance, Balance::LeastInFlight);
+    let t = &c.pools[1];
+    assert!(t.trusted && t.health.is_some());
+    assert_eq!(t.max_body_bytes, 1000);
+    assert_eq!(t.values.mm_processor_kwargs[0].max, Some(1_003_520.0));
+    assert_eq!(t.values.media_io_kwargs[0].0, "video");
+    assert_eq!(c.clients[0].mode, Some(Mode::Route(1)));
+    assert_eq!(c.clients[0].pool, 0);
+}
+
+#[test]
+fn trust_and_identity_problems_are_named() {
+    let text = r#"
+[upstream]
+url = "http://127.0.0.1:8000"
+[pools.trusted]
+members = ["http://127.0.0.1:9000"]
+trusted = true
+bogus = 1
+[pools.trusted.allow.mm_processor_kwargs]
+max_pixels = { max = 1, min = 5 }
+[identity]
+client_header = "x-client-id"
+unknown = "maybe"
+[clients.untrusted]
+key_sha256 = ["abc"]
+mode = "route"
+route_to = "trusted"
+[clients.nokey]
+mode = "strip"
+pool = "nowhere"
+[clients.anonymous]
+key_env = "MMGATE_TEST_UNSET_VARIABLE"
+"#;
+    let Err(ConfigError::Invalid(problems)) = Config::parse(text) else {
+        panic!("expected problems")
+    };
+    let all = problems.join("\n");
+    for path in [
+        "pools.trusted.bogus: unknown key",
+        "pools.trusted.allow.mm_processor_kwargs.max_pixels: min",
+        "identity.trusted_networks: required",
+        "identity.unknown:",
+        "clients.untrusted.key_sha256[0]: not a SHA-256",
+        "clients.untrusted.route_to: pool \"trusted\" is trusted",
+        "clients.nokey: no identity",
+        "clients.nokey.pool: no pool named",
+        "clients.anonymous: \"anonymous\" is reserved",
+    ] {
+        assert!(all.contains(path), "missing {path} in:\n{all}");
+    }
+}
+
+#[test]
+fn upstream_and_pools_default_cannot_both_be_given() {
+    let text = format!("{MINIMAL}\n[pools.default]\nmembers = [\"http://127.0.0.1:1\"]\n");
+    let Err(ConfigError::Invalid(problems)) = Config::parse(&text) else {
+        panic!("expected problems")
+    };
+    assert!(problems[0].starts_with("pools.default: defined twice"));
+    let trusted_default = "[pools.default]\nmembers = [\"http://127.0.0.1:1\"]\ntrusted = true\n";
+    assert!(Config::parse(trusted_default).is_err());
+}
+
+#[test]
+fn keys_from_files_and_environment_are_hashed() {
+    let path = std::env::temp_dir().join(format!("mmgate-key-{}", std::process::id()));
+    std::fs::write(&path, "sk-file\n").unwrap();
+    let text = format!(
+        "{MINIMAL}\n[clients.a]\nkey_file = \"{}\"\n[clients.b]\nkey_env = \"PATH\"\n",
+        path.display()
+    );
+    let c = Config::parse(&text).unwrap();
+    assert_eq!(c.clients[0].keys, vec![digest("sk-file")]);
+    assert_eq!(
+        c.clients[1].keys,
+        vec![digest(&std::env::var("PATH").unwrap())]
+    );
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn shipped_trusted_pool_policy_loads() {
+    let text = include_str!("../../policies/trusted-pool.toml");
+    let c = Config::parse(text).unwrap();
+    assert_eq!(c.pools.len(), 2);
+    assert!(c.pools[1].trusted && !c.pools[0].trusted);
+    assert_eq!(c.identity.unknown, Unknown::Reject);
+    let vision = c.clients.iter().find(|k| k.name == "vision").unwrap();
+    assert_eq!(vision.mode, Some(Mode::Route(1)));
+    assert_eq!(vision.keys, vec![digest("sk-vision-example")]);
+    let partners = c.clients.iter().find(|k| k.name == "partners").unwrap();
+    assert_eq!(partners.header_ids.len(), 2);
+}

@@ -8,12 +8,14 @@
 
 pub mod decode;
 pub mod scan;
+pub mod values;
 
 use std::ops::Range;
 
 pub use decode::Encoding;
 pub use scan::Kind;
 use scan::{Scanner, StrSpan, SyntaxError};
+pub use values::KwargValue;
 
 /// Python's default recursion limit (1000) less the frames vLLM's request path already uses:
 /// a real vLLM 0.31 server parses 970 nested containers (the top-level object counts) and
@@ -59,6 +61,8 @@ pub struct FieldFinding {
     pub non_object_member: Option<String>,
     /// How many times the key occurs.
     pub occurrences: u32,
+    /// For an object value: each key's value (aligned with `keys`, last duplicate wins).
+    pub values: Vec<KwargValue>,
 }
 
 impl FieldFinding {
@@ -292,23 +296,25 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
             ..Default::default()
         });
     }
-    // (key, value is an object) in first-appearance order, last value wins.
-    let mut seen: Vec<(Vec<u8>, bool)> = Vec::new();
+    // (key, value is an object, value) in first-appearance order, last value wins.
+    let mut seen: Vec<(Vec<u8>, bool, KwargValue)> = Vec::new();
     let empty = sc.members(2, |sc, key| {
         let name = key_bytes(sc.text(), key).into_owned();
-        let is_object = matches!(sc.value(3)?, Kind::Object { .. });
-        match seen.iter_mut().find(|(k, _)| *k == name) {
-            Some(entry) => entry.1 = is_object,
-            None => seen.push((name, is_object)),
+        let (kind, value) = values::scan_value(sc, 3, true)?;
+        let is_object = matches!(kind, Kind::Object { .. });
+        match seen.iter_mut().find(|(k, _, _)| *k == name) {
+            Some(entry) => (entry.1, entry.2) = (is_object, value),
+            None => seen.push((name, is_object, value)),
         }
         Ok(())
     })?;
     Ok(FieldFinding {
         present: true,
         kind: Some(Kind::Object { empty }),
-        non_object_member: seen.iter().find(|(_, o)| !o).map(|(k, _)| lossy(k)),
-        keys: seen.iter().map(|(k, _)| lossy(k)).collect(),
+        non_object_member: seen.iter().find(|(_, o, _)| !o).map(|(k, _, _)| lossy(k)),
+        keys: seen.iter().map(|(k, _, _)| lossy(k)).collect(),
         occurrences: 0,
+        values: seen.into_iter().map(|(_, _, v)| v).collect(),
     })
 }
 

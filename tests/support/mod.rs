@@ -17,6 +17,7 @@ use hyper_util::rt::TokioExecutor;
 use tokio::sync::Semaphore;
 
 pub mod cases;
+pub mod trusted;
 
 /// One request as the fake upstream received it.
 #[derive(Debug, Clone)]
@@ -294,4 +295,44 @@ pub async fn metric(client: &TestClient, admin: SocketAddr, prefix: &str) -> Opt
         .find(|l| l.starts_with(prefix))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
+}
+
+/// A gateway from a whole policy (no `[upstream]` added) whose `{NAME}` placeholders are
+/// replaced by upstream URLs, e.g. `[("DEFAULT", fake.url())]`; `[listen]` is filled in.
+/// The rate limiters read `clock` when given.
+pub async fn gateway_with(
+    policy: &str,
+    upstreams: &[(&str, String)],
+    clock: Option<mmgate::limits::RateClock>,
+) -> mmgate::server::Running {
+    let mut text = format!("[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n{policy}");
+    for (name, url) in upstreams {
+        text = text.replace(&format!("{{{name}}}"), url);
+    }
+    let config = mmgate::config::Config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    mmgate::server::start_with(config, Duration::from_secs(5), clock.unwrap_or_default())
+        .await
+        .unwrap()
+}
+
+/// A URL where nothing listens: a loopback port bound and released.
+pub fn dead_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}", l.local_addr().unwrap())
+}
+
+/// Waits (yielding, never sleeping a fixed time) until `check` holds; fails after 10 s.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::task::yield_now().await;
+    }
 }

@@ -1,0 +1,302 @@
+//! `[identity]` and `[clients.*]` → validated [`Identity`] and [`ClientConfig`]s.
+//!
+//! Keys are stored as SHA-256 digests only: a policy lists digests (`key_sha256`, printed by
+//! `mmgate hash-key`), or names a file or environment variable holding the key, which is
+//! hashed at load and never kept. A client may reach a trusted pool only if it is marked
+//! `trusted`; that is checked here, so an invalid policy never starts.
+
+use std::num::NonZeroU32;
+
+use http::HeaderName;
+use ipnet::IpNet;
+use sha2::{Digest, Sha256};
+
+use super::file::{Problems, Section};
+use super::pools::{PoolConfig, PoolId};
+use crate::decide::Mode;
+
+/// A SHA-256 digest of an API key.
+pub type KeyDigest = [u8; 32];
+
+/// The SHA-256 digest of a key.
+pub fn digest(key: &str) -> KeyDigest {
+    Sha256::digest(key.trim().as_bytes()).into()
+}
+
+/// What happens to a request with missing or unknown credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unknown {
+    /// Served as the `anonymous` client (the `[gate]` modes, the default pool).
+    Anonymous,
+    /// 401 in the OpenAI envelope.
+    Reject,
+}
+
+/// How clients are identified.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// Missing or unknown credentials.
+    pub unknown: Unknown,
+    /// An extra header carrying the API key (besides `Authorization: Bearer`).
+    pub api_key_header: Option<HeaderName>,
+    /// A header set by a trusted auth proxy naming the client.
+    pub client_header: Option<HeaderName>,
+    /// Source networks the client header is honoured from.
+    pub trusted_networks: Vec<IpNet>,
+}
+
+/// A per-client request rate (governor: `per_second` sustained, `burst` at once).
+#[derive(Debug, Clone, Copy)]
+pub struct Rate {
+    /// Requests per second.
+    pub per_second: NonZeroU32,
+    /// Requests allowed at once.
+    pub burst: NonZeroU32,
+}
+
+/// One client (or group of clients) named in the policy.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The policy name: the client id in logs and the metrics label.
+    pub name: String,
+    /// Digests of its API keys.
+    pub keys: Vec<KeyDigest>,
+    /// Values of the trusted client header that identify it.
+    pub header_ids: Vec<String>,
+    /// Certificate subject CNs / SANs that identify it (mTLS).
+    pub certificate_names: Vec<String>,
+    /// May reach trusted pools.
+    pub trusted: bool,
+    /// Its mode on every gated route (`None`: the `[gate]` modes).
+    pub mode: Option<Mode>,
+    /// The pool its requests go to unless routed.
+    pub pool: PoolId,
+    /// Requests in flight for this client (`None`: unbounded).
+    pub max_concurrency: Option<NonZeroU32>,
+    /// Request rate limit.
+    pub rate: Option<Rate>,
+}
+
+pub(super) fn identity(mut s: Section<'_>, p: &mut Problems) -> Identity {
+    let unknown = match s.str("unknown", p) {
+        None | Some("anonymous") => Unknown::Anonymous,
+        Some("reject") => Unknown::Reject,
+        Some(other) => {
+            p.add(
+                "identity.unknown",
+                format!("\"{other}\" is not one of \"anonymous\", \"reject\""),
+            );
+            Unknown::Anonymous
+        }
+    };
+    let mut header = |key: &'static str, p: &mut Problems| {
+        let v = s.str(key, p)?;
+        HeaderName::from_bytes(v.as_bytes())
+            .map_err(|_| {
+                p.add(
+                    &format!("identity.{key}"),
+                    format!("\"{v}\" is not a header name"),
+                )
+            })
+            .ok()
+    };
+    let api_key_header = header("api_key_header", p);
+    let client_header = header("client_header", p);
+    let mut trusted_networks = Vec::new();
+    for (i, net) in s
+        .strings("trusted_networks", p)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        match net
+            .parse::<IpNet>()
+            .or_else(|_| net.parse::<std::net::IpAddr>().map(IpNet::from))
+        {
+            Ok(n) => trusted_networks.push(n.trunc()),
+            Err(_) => p.add(
+                &format!("identity.trusted_networks[{i}]"),
+                format!("\"{net}\" is not a CIDR like \"10.0.0.0/8\""),
+            ),
+        }
+    }
+    if client_header.is_some() && trusted_networks.is_empty() {
+        p.add(
+            "identity.trusted_networks",
+            "required with client_header (the auth proxies' networks)",
+        );
+    }
+    s.finish(p);
+    Identity {
+        unknown,
+        api_key_header,
+        client_header,
+        trusted_networks,
+    }
+}
+
+pub(super) fn clients(
+    s: Section<'_>,
+    identity: &Identity,
+    pools: &[PoolConfig],
+    p: &mut Problems,
+) -> Vec<ClientConfig> {
+    let mut out: Vec<ClientConfig> = Vec::new();
+    for (name, c) in s.named(p) {
+        if name == "anonymous" {
+            p.add(
+                c.path(),
+                "\"anonymous\" is reserved for clients without credentials",
+            );
+            continue;
+        }
+        let client = client(name, c, identity, pools, p);
+        for earlier in &out {
+            if earlier.keys.iter().any(|k| client.keys.contains(k)) {
+                p.add(
+                    &format!("clients.{}", client.name),
+                    format!("shares an API key with clients.{}", earlier.name),
+                );
+            }
+            if earlier
+                .header_ids
+                .iter()
+                .any(|h| client.header_ids.contains(h))
+            {
+                p.add(
+                    &format!("clients.{}.header_ids", client.name),
+                    format!("shares an id with clients.{}", earlier.name),
+                );
+            }
+        }
+        out.push(client);
+    }
+    s.finish_free();
+    out
+}
+
+fn client(
+    name: String,
+    mut c: Section<'_>,
+    identity: &Identity,
+    pools: &[PoolConfig],
+    p: &mut Problems,
+) -> ClientConfig {
+    let path = c.path().to_string();
+    let mut keys = Vec::new();
+    for (i, hex_digest) in c
+        .strings("key_sha256", p)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        match hex::decode(hex_digest.trim())
+            .ok()
+            .and_then(|b| KeyDigest::try_from(b).ok())
+        {
+            Some(d) => keys.push(d),
+            None => p.add(
+                &format!("{path}.key_sha256[{i}]"),
+                "not a SHA-256 hex digest (64 hex digits; see `mmgate hash-key`)",
+            ),
+        }
+    }
+    if let Some(file) = c.str("key_file", p) {
+        match std::fs::read_to_string(file) {
+            Ok(k) if !k.trim().is_empty() => keys.push(digest(&k)),
+            Ok(_) => p.add(&format!("{path}.key_file"), format!("{file} is empty")),
+            Err(e) => p.add(
+                &format!("{path}.key_file"),
+                format!("cannot read {file}: {e}"),
+            ),
+        }
+    }
+    if let Some(var) = c.str("key_env", p) {
+        match std::env::var(var) {
+            Ok(k) if !k.trim().is_empty() => keys.push(digest(&k)),
+            _ => p.add(
+                &format!("{path}.key_env"),
+                format!("environment variable {var} is not set or empty"),
+            ),
+        }
+    }
+    let header_ids = c.strings("header_ids", p).unwrap_or_default();
+    if !header_ids.is_empty() && identity.client_header.is_none() {
+        p.add(
+            &format!("{path}.header_ids"),
+            "needs identity.client_header",
+        );
+    }
+    let certificate_names = c.strings("certificate_names", p).unwrap_or_default();
+    if keys.is_empty() && header_ids.is_empty() && certificate_names.is_empty() {
+        p.add(
+            &path,
+            "no identity (key_sha256, key_file, key_env, header_ids or certificate_names)",
+        );
+    }
+    let trusted = c.bool("trusted", p).unwrap_or(false);
+    let pool_ref = |key: &'static str, c: &mut Section<'_>, p: &mut Problems| -> Option<PoolId> {
+        let name = c.str(key, p)?;
+        let Some(id) = pools.iter().position(|pl| pl.name == name) else {
+            p.add(
+                &format!("{path}.{key}"),
+                format!("no pool named \"{name}\""),
+            );
+            return None;
+        };
+        if pools[id].trusted && !trusted {
+            p.add(
+                &format!("{path}.{key}"),
+                format!("pool \"{name}\" is trusted; only a client with trusted = true may use it"),
+            );
+            return None;
+        }
+        Some(id)
+    };
+    let pool = pool_ref("pool", &mut c, p).unwrap_or(0);
+    let route_to = pool_ref("route_to", &mut c, p);
+    let mode = c.str("mode", p).and_then(|m| match m {
+        "route" => {
+            if route_to.is_none() {
+                p.add(
+                    &format!("{path}.route_to"),
+                    "required with mode = \"route\" (the trusted pool)",
+                );
+            }
+            route_to.map(Mode::Route)
+        }
+        other => super::parse_mode(other, &format!("{path}.mode"), p),
+    });
+    if route_to.is_some() && !matches!(mode, Some(Mode::Route(_))) {
+        p.add(
+            &format!("{path}.route_to"),
+            "only used with mode = \"route\"",
+        );
+    }
+    let max_concurrency = c
+        .positive("max_concurrency", 1_000_000, p)
+        .and_then(|n| NonZeroU32::new(n as u32));
+    let per_second = c.positive("rate_per_second", 1_000_000, p);
+    let burst = c.positive("burst", 1_000_000, p);
+    let rate = per_second.and_then(|r| {
+        Some(Rate {
+            per_second: NonZeroU32::new(r as u32)?,
+            burst: NonZeroU32::new(burst.unwrap_or(r) as u32)?,
+        })
+    });
+    if burst.is_some() && per_second.is_none() {
+        p.add(&format!("{path}.burst"), "needs rate_per_second");
+    }
+    c.finish(p);
+    ClientConfig {
+        name,
+        keys,
+        header_ids,
+        certificate_names,
+        trusted,
+        mode,
+        pool,
+        max_concurrency,
+        rate,
+    }
+}

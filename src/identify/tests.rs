@@ -1,0 +1,131 @@
+use super::*;
+use crate::config::Config;
+
+// Clients are indexed in name order: batch = 0, vision = 1.
+const BATCH: ClientId = ClientId::Named(0);
+const VISION: ClientId = ClientId::Named(1);
+
+const KEY: &str = "sk-vision-0123";
+
+fn identifier(extra: &str) -> (Identifier, Config) {
+    let text = format!(
+        r#"
+[upstream]
+url = "http://127.0.0.1:8000"
+[identity]
+unknown = "{}"
+api_key_header = "x-api-key"
+client_header = "x-client-id"
+trusted_networks = ["10.0.0.0/8", "127.0.0.1"]
+[clients.vision]
+key_sha256 = ["{}"]
+certificate_names = ["vision.svc.cluster.local"]
+[clients.batch]
+header_ids = ["batch-a", "batch-b"]
+"#,
+        if extra == "reject" {
+            "reject"
+        } else {
+            "anonymous"
+        },
+        hex::encode(digest(KEY)),
+    );
+    let c = Config::parse(&text).unwrap();
+    (Identifier::new(&c.identity, &c.clients), c)
+}
+
+fn conn(addr: &str, peer: Option<PeerCertificate>) -> ConnInfo {
+    ConnInfo {
+        id: 1,
+        remote: addr.parse().unwrap(),
+        peer,
+    }
+}
+
+fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (k, v) in pairs {
+        h.insert(*k, v.parse().unwrap());
+    }
+    h
+}
+
+#[test]
+fn bearer_and_key_header_identify_by_digest() {
+    let (t, _) = identifier("");
+    let c = conn("192.0.2.1:5000", None);
+    for h in [
+        headers(&[("authorization", "Bearer sk-vision-0123")]),
+        headers(&[("authorization", "bearer  sk-vision-0123 ")]),
+        headers(&[("x-api-key", KEY)]),
+    ] {
+        let id = t.identify(&h, &c).unwrap();
+        assert_eq!((id.client, id.via), (VISION, Via::ApiKey));
+    }
+    // The policy holds the digest only: the digest itself is not a key.
+    let h = headers(&[(
+        "authorization",
+        &format!("Bearer {}", hex::encode(digest(KEY))),
+    )]);
+    assert_eq!(t.identify(&h, &c).unwrap().client, ClientId::Anonymous);
+}
+
+#[test]
+fn certificate_subject_or_san_maps_through_the_policy() {
+    let (t, _) = identifier("");
+    let by_san = PeerCertificate {
+        subject_cn: Some("someone-else".into()),
+        sans: vec!["vision.svc.cluster.local".into()],
+    };
+    let id = t
+        .identify(&HeaderMap::new(), &conn("192.0.2.1:1", Some(by_san)))
+        .unwrap();
+    assert_eq!((id.client, id.via), (VISION, Via::Certificate));
+    let by_cn = PeerCertificate {
+        subject_cn: Some("vision.svc.cluster.local".into()),
+        sans: vec![],
+    };
+    let id = t
+        .identify(&HeaderMap::new(), &conn("192.0.2.1:1", Some(by_cn)))
+        .unwrap();
+    assert_eq!(id.via, Via::Certificate);
+    let stranger = PeerCertificate {
+        subject_cn: Some("stranger".into()),
+        sans: vec![],
+    };
+    let id = t
+        .identify(&HeaderMap::new(), &conn("192.0.2.1:1", Some(stranger)))
+        .unwrap();
+    assert_eq!(id.client, ClientId::Anonymous);
+}
+
+#[test]
+fn client_header_is_honoured_only_from_trusted_networks() {
+    let (t, _) = identifier("");
+    let h = headers(&[("x-client-id", "batch-b")]);
+    let id = t.identify(&h, &conn("10.1.2.3:1", None)).unwrap();
+    assert_eq!(
+        (id.client, id.via, id.spoofed_header),
+        (BATCH, Via::Header, false)
+    );
+    let id = t.identify(&h, &conn("[::ffff:127.0.0.1]:1", None)).unwrap();
+    assert_eq!(id.client, BATCH);
+    let id = t.identify(&h, &conn("192.0.2.9:1", None)).unwrap();
+    assert_eq!((id.client, id.spoofed_header), (ClientId::Anonymous, true));
+}
+
+#[test]
+fn unknown_credentials_follow_the_policy() {
+    let (t, _) = identifier("reject");
+    let c = conn("192.0.2.1:1", None);
+    for h in [
+        HeaderMap::new(),
+        headers(&[("authorization", "Bearer wrong")]),
+        headers(&[("authorization", "Basic c2stdmlzaW9uLTAxMjM=")]),
+    ] {
+        let e = t.identify(&h, &c).unwrap_err();
+        assert_eq!(e.status().as_u16(), 401);
+    }
+    let h = headers(&[("x-client-id", "nobody")]);
+    assert!(t.identify(&h, &conn("10.0.0.1:1", None)).is_err());
+}

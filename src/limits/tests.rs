@@ -1,0 +1,60 @@
+use super::*;
+use crate::config::Config;
+
+fn limits(extra: &str) -> (Limits, FakeRelativeClock) {
+    let c = Config::parse(&format!(
+        "[pools.default]\nmembers = [\"http://127.0.0.1:1\"]\nhealth_check = false\nmax_concurrency = 1\nmax_queue = 1\nqueue_timeout_ms = 20\n\
+         [clients.a]\nkey_sha256 = [\"{}\"]\nmax_concurrency = 1\n{extra}",
+        hex::encode(crate::config::digest("k"))
+    ))
+    .unwrap();
+    let clock = FakeRelativeClock::default();
+    (
+        Limits::new(&c, &Metrics::new(), RateClock::Fake(clock.clone())),
+        clock,
+    )
+}
+
+#[test]
+fn rate_limit_refills_with_the_clock() {
+    let (l, clock) = limits("rate_per_second = 1\nburst = 2\n");
+    let a = ClientId::Named(0);
+    l.check_rate(a).unwrap();
+    l.check_rate(a).unwrap();
+    let Err(GateError::RateLimited { retry_after, .. }) = l.check_rate(a) else {
+        panic!("burst spent")
+    };
+    assert_eq!(retry_after, 1);
+    clock.advance(Duration::from_secs(1));
+    l.check_rate(a).unwrap();
+    assert!(l.check_rate(a).is_err());
+    l.check_rate(ClientId::Anonymous).unwrap();
+}
+
+#[tokio::test]
+async fn a_client_over_its_share_gets_429_and_a_full_pool_503() {
+    let (l, _) = limits("");
+    let held = l.admit(0, ClientId::Named(0)).await.unwrap();
+    // The client's own share is taken: it waits, then 429 (queue timeout).
+    let e = l.admit(0, ClientId::Named(0)).await.err().unwrap();
+    assert_eq!(
+        (e.status().as_u16(), e.refusal_reason()),
+        (429, Some("queue_timeout"))
+    );
+    // Anonymous is not over a share, but the pool is full: 503.
+    let e = l.admit(0, ClientId::Anonymous).await.err().unwrap();
+    assert_eq!(
+        (e.status().as_u16(), e.refusal_reason()),
+        (503, Some("queue_timeout"))
+    );
+    drop(held);
+    let again = l.admit(0, ClientId::Anonymous).await.unwrap();
+    assert_eq!(again.waited, Duration::ZERO);
+}
+
+#[test]
+fn retry_after_rounds_up_to_whole_seconds() {
+    assert_eq!(retry_secs(Duration::from_millis(20)), 1);
+    assert_eq!(retry_secs(Duration::from_millis(1500)), 2);
+    assert_eq!(retry_secs(Duration::from_secs(3)), 3);
+}

@@ -1,0 +1,196 @@
+//! Upstream pools: named lists of vLLM servers, member selection (round robin or least in
+//! flight), and active health checks of each member's `/health`.
+//!
+//! Invariants: a member marked unhealthy is skipped until a check sees it healthy again; a
+//! member that refuses a connection is marked unhealthy at once (when the pool checks
+//! health). With every member down the pool answers 503 naming itself. A pool without
+//! health checks (the `[upstream]` shorthand) always tries its members, so failures stay 502.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::config::{Balance, HealthCheck, PoolConfig, PoolId, ValueRules};
+use crate::error::GateError;
+use crate::upstream::Upstream;
+
+/// One member of a pool.
+pub struct Member {
+    /// The member's client.
+    pub upstream: Upstream,
+    healthy: AtomicBool,
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// Counts a request on its member until dropped (it rides with the response body).
+pub struct MemberGuard(Arc<AtomicUsize>);
+
+impl Drop for MemberGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A running pool.
+pub struct Pool {
+    /// Its index in the policy.
+    pub id: PoolId,
+    /// Its name (a metrics label).
+    pub name: String,
+    /// Members run `--trust-request-mm-kwargs`.
+    pub trusted: bool,
+    /// Largest gated body it accepts.
+    pub max_body_bytes: usize,
+    /// Value limits on the kwargs.
+    pub values: ValueRules,
+    balance: Balance,
+    health: Option<HealthCheck>,
+    members: Vec<Member>,
+    next: AtomicUsize,
+}
+
+impl Pool {
+    /// Builds a pool (members start healthy; the first check runs before serving).
+    pub fn new(id: PoolId, cfg: &PoolConfig) -> Self {
+        Pool {
+            id,
+            name: cfg.name.clone(),
+            trusted: cfg.trusted,
+            max_body_bytes: cfg.max_body_bytes,
+            values: cfg.values.clone(),
+            balance: cfg.balance,
+            health: cfg.health,
+            members: cfg
+                .members
+                .iter()
+                .map(|m| Member {
+                    upstream: Upstream::new(m),
+                    healthy: AtomicBool::new(true),
+                    in_flight: Arc::new(AtomicUsize::new(0)),
+                })
+                .collect(),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// The health check settings.
+    pub fn health(&self) -> Option<HealthCheck> {
+        self.health
+    }
+
+    /// The members.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// Picks a healthy member and counts the request on it.
+    pub fn pick(&self) -> Result<(&Upstream, MemberGuard), GateError> {
+        let healthy = |m: &&Member| m.healthy.load(Ordering::Acquire);
+        let n = self.members.len();
+        let chosen = match self.balance {
+            Balance::RoundRobin => {
+                let start = self.next.fetch_add(1, Ordering::Relaxed);
+                (0..n).map(|i| &self.members[(start + i) % n]).find(healthy)
+            }
+            Balance::LeastInFlight => {
+                let start = self.next.fetch_add(1, Ordering::Relaxed);
+                (0..n)
+                    .map(|i| &self.members[(start + i) % n])
+                    .filter(healthy)
+                    .min_by_key(|m| m.in_flight.load(Ordering::Acquire))
+            }
+        };
+        let Some(member) = chosen else {
+            return Err(GateError::PoolUnavailable {
+                pool: self.name.clone(),
+                members: n,
+            });
+        };
+        member.in_flight.fetch_add(1, Ordering::AcqRel);
+        Ok((&member.upstream, MemberGuard(member.in_flight.clone())))
+    }
+
+    /// Marks the member serving `authority` down after a failed connect (health-checked pools only).
+    pub fn connect_failed(&self, authority: &str) {
+        if self.health.is_none() {
+            return;
+        }
+        for m in &self.members {
+            if m.upstream.authority() == authority && m.healthy.swap(false, Ordering::AcqRel) {
+                tracing::warn!(pool = %self.name, member = authority, "member unreachable; marked unhealthy");
+            }
+        }
+    }
+
+    /// Checks every member's `/health` once (a no-op without health checks).
+    pub async fn check(&self) {
+        let Some(h) = self.health else { return };
+        let checks = self.members.iter().map(|m| async move {
+            let ok = matches!(m.upstream.get("/health", h.timeout).await, Ok((s, _)) if s.is_success());
+            let was = m.healthy.swap(ok, Ordering::AcqRel);
+            if was != ok {
+                tracing::warn!(pool = %self.name, member = m.upstream.authority(), healthy = ok, "member health changed");
+            }
+        });
+        futures_util::future::join_all(checks).await;
+    }
+
+    /// Whether some member is healthy.
+    pub fn available(&self) -> bool {
+        self.members
+            .iter()
+            .any(|m| m.healthy.load(Ordering::Acquire))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn pool(balance: &str) -> Pool {
+        let c = Config::parse(&format!(
+            "[pools.default]\nmembers = [\"http://127.0.0.1:1\", \"http://127.0.0.1:2\", \"http://127.0.0.1:3\"]\nbalance = \"{balance}\"\n"
+        ))
+        .unwrap();
+        Pool::new(0, &c.pools[0])
+    }
+
+    #[test]
+    fn round_robin_skips_unhealthy_members() {
+        let p = pool("round_robin");
+        p.members[1].healthy.store(false, Ordering::Release);
+        let picks: Vec<_> = (0..4)
+            .map(|_| p.pick().unwrap().0.authority().to_string())
+            .collect();
+        assert_eq!(
+            picks,
+            ["127.0.0.1:1", "127.0.0.1:3", "127.0.0.1:3", "127.0.0.1:1"]
+        );
+    }
+
+    #[test]
+    fn least_in_flight_prefers_the_idle_member() {
+        let p = pool("least_in_flight");
+        let (_, a) = p.pick().unwrap();
+        let (_, b) = p.pick().unwrap();
+        let (third, _c) = p.pick().unwrap();
+        assert_eq!(third.authority(), "127.0.0.1:3");
+        drop(a);
+        let (next, _) = p.pick().unwrap();
+        assert_eq!(next.authority(), "127.0.0.1:1");
+        drop(b);
+    }
+
+    #[test]
+    fn all_down_is_unavailable() {
+        let p = pool("round_robin");
+        for m in &p.members {
+            m.healthy.store(false, Ordering::Release);
+        }
+        let Err(e) = p.pick() else {
+            panic!("expected 503")
+        };
+        assert_eq!(e.status().as_u16(), 503);
+        assert!(!p.available());
+    }
+}
