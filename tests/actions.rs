@@ -1,0 +1,439 @@
+//! What each policy action does to a request, through the live gateway in front of a fake
+//! vLLM: pass and shadow forward the client's bytes, strip removes exactly the offending
+//! fields, reject answers vLLM's own gate error; plus limits, upstream failures and the
+//! admin listener.
+
+mod support;
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http_body::Body as _;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use mmgate::error::{GATE_BODY_MEDIA_IO_KWARGS, GATE_BODY_MM_PROCESSOR_KWARGS};
+use serde_json::Value;
+use support::*;
+use tokio::sync::Semaphore;
+
+const CHAT: &str = "/v1/chat/completions";
+const MSGS: &str = r#""model":"tiny","messages":[{"role":"user","content":"hi"}]"#;
+
+fn chat(extra: &str) -> String {
+    format!("{{{MSGS}{extra}}}")
+}
+
+fn mode(m: &str) -> String {
+    format!("[gate]\ndefault = \"{m}\"\n")
+}
+
+/// A gateway with its own `[upstream]` lines (the upstream need not answer).
+async fn gateway_at(upstream: &str, policy: &str) -> mmgate::server::Running {
+    let text = format!(
+        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[upstream]\n{upstream}\n{policy}"
+    );
+    let config = mmgate::config::Config::parse(&text).unwrap();
+    mmgate::server::start(config, std::time::Duration::from_secs(5))
+        .await
+        .unwrap()
+}
+
+/// An upstream address where nothing listens: a port bound on loopback and released.
+fn dead_upstream() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+fn url_line(authority: &str) -> String {
+    format!("url = \"http://{authority}\"")
+}
+
+async fn metrics_text(c: &TestClient, admin: std::net::SocketAddr) -> String {
+    send(c, admin, "GET", "/metrics", &[], Bytes::new())
+        .await
+        .text()
+}
+
+fn has_sample(text: &str, sample: &str) -> bool {
+    text.lines().any(|l| l == sample)
+}
+
+fn error_of(r: &Reply) -> Value {
+    assert_eq!(
+        r.headers["content-type"],
+        "application/json",
+        "{}",
+        r.text()
+    );
+    let v: Value = serde_json::from_slice(&r.body).expect("an OpenAI error envelope");
+    v["error"].clone()
+}
+
+#[tokio::test]
+async fn pass_forwards_bytes_host_path_and_query_as_sent_and_appends_forwarded_for() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway(&mode("pass"), &fake).await;
+    // Odd spacing, a duplicate key, an escape and a truthy gated field: all must arrive as sent.
+    let body = "{\"model\":\"tiny\",  \"messages\":[{\"role\":\"user\",\"content\":\"h\\u00e9\"}],\n\t\"x\":1.50,\"x\":2,\"mm_processor_kwargs\":{\"num_crops\":4}}";
+    let path = "/v1/chat/completions?api-version=2024-06-01&q=a%20b";
+    let headers = [
+        ("content-type", "application/json"),
+        ("host", "api.example.test:8443"),
+        ("x-client-tag", "abc"),
+    ];
+    let r = send(&client(), gw.addr, "POST", path, &headers, body.to_string()).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(!r.headers.contains_key("x-mmgate-stripped"));
+    let got = &fake.received()[0];
+    assert_eq!(got.body, body.as_bytes(), "the body arrives byte for byte");
+    assert_eq!(got.path, path);
+    assert_eq!(got.headers["host"], "api.example.test:8443");
+    assert_eq!(got.headers["x-client-tag"], "abc");
+    assert_eq!(got.headers["x-forwarded-for"], "127.0.0.1");
+    assert_eq!(got.headers["content-length"], &body.len().to_string());
+
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-forwarded-for", "10.0.0.1"),
+    ];
+    send(&client(), gw.addr, "POST", CHAT, &headers, chat("")).await;
+    let xff = &fake.received()[1].headers["x-forwarded-for"];
+    assert_eq!(xff, "10.0.0.1, 127.0.0.1", "the client is appended");
+}
+
+#[tokio::test]
+async fn shadow_forwards_unchanged_and_counts_the_offending_request() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway(&mode("shadow"), &fake).await;
+    let c = client();
+    let body = chat(r#", "mm_processor_kwargs": {"num_crops": 4}"#);
+    let r = post_json(&c, gw.addr, CHAT, &body).await;
+    assert_eq!(r.status, 200);
+    assert!(!r.headers.contains_key("x-mmgate-stripped"));
+    assert_eq!(fake.received()[0].body, body.as_bytes());
+    let m = metrics_text(&c, gw.admin).await;
+    assert!(
+        has_sample(
+            &m,
+            r#"mmgate_offending_requests_total{field="mm_processor_kwargs",mode="shadow",route="chat"} 1"#
+        ),
+        "{m}"
+    );
+    assert!(has_sample(
+        &m,
+        r#"mmgate_requests_total{mode="shadow",outcome="forwarded",route="chat"} 1"#
+    ));
+}
+
+#[tokio::test]
+async fn strip_removes_both_truthy_fields_and_nothing_else() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway(&mode("strip"), &fake).await;
+    let c = client();
+    let body = chat(concat!(
+        r#", "mm_processor_kwargs": {"num_crops": 4}, "temperature": 0.5,"#,
+        r#" "media_io_kwargs": {"image": {"fps": 2}}, "extra_args": {"mm_processor_kwargs": {"a": 1}}"#
+    ));
+    let r = post_json(&c, gw.addr, CHAT, &body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.headers["x-mmgate-stripped"],
+        "mm_processor_kwargs, media_io_kwargs"
+    );
+    let got = &fake.received()[0];
+    assert_eq!(
+        got.headers["content-length"],
+        got.body.len().to_string().as_str(),
+        "Content-Length is that of the stripped body"
+    );
+    assert!(got.body.len() < body.len());
+    let mut want: Value = serde_json::from_str(&body).unwrap();
+    let obj = want.as_object_mut().unwrap();
+    obj.remove("mm_processor_kwargs");
+    obj.remove("media_io_kwargs");
+    let sent: Value = serde_json::from_slice(&got.body).expect("the stripped body is JSON");
+    assert_eq!(sent, want);
+    let m = metrics_text(&c, gw.admin).await;
+    for f in ["mm_processor_kwargs", "media_io_kwargs"] {
+        let line = format!(r#"mmgate_stripped_fields_total{{field="{f}",route="chat"}} 1"#);
+        assert!(has_sample(&m, &line), "{line} in\n{m}");
+    }
+}
+
+#[tokio::test]
+async fn strip_keeps_fields_whose_value_is_an_empty_object() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway(&mode("strip"), &fake).await;
+    let c = client();
+    let one = chat(r#","mm_processor_kwargs":{"num_crops":4},"media_io_kwargs":{}"#);
+    let r = post_json(&c, gw.addr, CHAT, &one).await;
+    assert_eq!(r.headers["x-mmgate-stripped"], "mm_processor_kwargs");
+    assert_eq!(
+        std::str::from_utf8(&fake.received()[0].body).unwrap(),
+        chat(r#","media_io_kwargs":{}"#)
+    );
+    fake.clear();
+    let none = chat(r#","mm_processor_kwargs":{},"media_io_kwargs":{}"#);
+    let r = post_json(&c, gw.addr, CHAT, &none).await;
+    assert_eq!(r.status, 200);
+    assert!(!r.headers.contains_key("x-mmgate-stripped"));
+    assert_eq!(fake.received()[0].body, none.as_bytes());
+}
+
+#[tokio::test]
+async fn reject_answers_vllms_exact_gate_body_and_upstream_sees_nothing() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway(&mode("reject"), &fake).await;
+    let c = client();
+    let cases = [
+        (
+            r#","mm_processor_kwargs":{"a":1}"#,
+            GATE_BODY_MM_PROCESSOR_KWARGS,
+        ),
+        (
+            r#","media_io_kwargs":{"image":{}}"#,
+            GATE_BODY_MEDIA_IO_KWARGS,
+        ),
+        (
+            r#","media_io_kwargs":{"image":{}},"mm_processor_kwargs":{"a":1}"#,
+            GATE_BODY_MM_PROCESSOR_KWARGS,
+        ),
+    ];
+    for (extra, want) in cases {
+        let r = post_json(&c, gw.addr, CHAT, &chat(extra)).await;
+        assert_eq!(r.status, 400, "{extra}");
+        assert_eq!(r.headers["content-type"], "application/json");
+        assert_eq!(r.text(), want, "{extra}");
+    }
+    assert!(fake.received().is_empty());
+    let r = post_json(&c, gw.addr, CHAT, &chat(r#","mm_processor_kwargs":{}"#)).await;
+    assert_eq!(r.status, 200, "a falsy field passes the gate");
+}
+
+#[tokio::test]
+async fn a_route_override_strips_tokenize_while_the_default_rejects() {
+    let fake = FakeVllm::start().await;
+    let policy = "[gate]\ndefault = \"reject\"\n[gate.routes]\ntokenize = \"strip\"\n";
+    let gw = gateway(policy, &fake).await;
+    let c = client();
+    let tok = r#"{"model":"tiny","prompt":"hi","mm_processor_kwargs":{"a":1}}"#;
+    let r = post_json(&c, gw.addr, "/tokenize", tok).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.headers["x-mmgate-stripped"], "mm_processor_kwargs");
+    assert_eq!(
+        fake.received()[0].body,
+        r#"{"model":"tiny","prompt":"hi"}"#.as_bytes()
+    );
+    let r = post_json(
+        &c,
+        gw.addr,
+        CHAT,
+        &chat(r#","mm_processor_kwargs":{"a":1}"#),
+    )
+    .await;
+    assert_eq!(r.text(), GATE_BODY_MM_PROCESSOR_KWARGS);
+    assert_eq!(fake.received().len(), 1);
+}
+
+#[tokio::test]
+async fn unclassifiable_bodies_are_refused_or_forwarded_as_the_policy_says() {
+    let body = chat(r#","mm_processor_kwargs":{"a":1}"#);
+    let plain = [("content-type", "text/plain")];
+    let fake = FakeVllm::start().await;
+    let gw = gateway(
+        &format!("{}on_unclassifiable = \"reject\"\n", mode("strip")),
+        &fake,
+    )
+    .await;
+    let r = send(&client(), gw.addr, "POST", CHAT, &plain, body.clone()).await;
+    assert_eq!(r.status, 400);
+    let e = error_of(&r);
+    assert_eq!(e["code"], 400);
+    assert!(e["message"]
+        .as_str()
+        .unwrap()
+        .contains("cannot be inspected"));
+    assert!(fake.received().is_empty());
+
+    let gw = gateway(
+        &format!("{}on_unclassifiable = \"forward\"\n", mode("strip")),
+        &fake,
+    )
+    .await;
+    let r = send(&client(), gw.addr, "POST", CHAT, &plain, body.clone()).await;
+    assert_eq!(r.status, 200, "vLLM answers it itself");
+    let got = &fake.received()[0];
+    assert_eq!(got.body, body.as_bytes(), "forwarded unchanged");
+    assert_eq!(got.headers["content-type"], "text/plain");
+}
+
+#[tokio::test]
+async fn ungated_routes_and_non_post_methods_pass_through_untouched() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway(&mode("reject"), &fake).await;
+    let c = client();
+    let r = send(&c, gw.addr, "GET", "/v1/models", &[], Bytes::new()).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.text(),
+        r#"{"object":"list","data":[{"id":"tiny","object":"model"}]}"#
+    );
+    let offending = chat(r#", "mm_processor_kwargs": {"a": 1}"#);
+    let json = [("content-type", "application/json")];
+    for (method, path) in [("POST", "/v1/messages"), ("PUT", CHAT), ("GET", CHAT)] {
+        fake.clear();
+        let r = send(&c, gw.addr, method, path, &json, offending.clone()).await;
+        assert_eq!(r.status, 200, "{method} {path}: {}", r.text());
+        let got = fake.received();
+        assert_eq!(got.len(), 1, "{method} {path} reaches the upstream");
+        assert_eq!(got[0].method.as_str(), method);
+        assert_eq!(got[0].body, offending.as_bytes(), "{method} {path}");
+    }
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_with_content_length_gets_413() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway("[limits]\nmax_body_bytes = 64\n", &fake).await;
+    let big = chat(&format!(r#","pad":"{}""#, "x".repeat(100)));
+    let r = post_json(&client(), gw.addr, CHAT, &big).await;
+    assert_eq!(r.status, 413);
+    let e = error_of(&r);
+    assert_eq!(e["code"], 413);
+    assert_eq!(e["type"], "RequestEntityTooLarge");
+    assert!(e["message"].as_str().unwrap().contains("64 bytes"), "{e}");
+    assert!(fake.received().is_empty());
+}
+
+type Chunks = futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>;
+
+/// POSTs `chunks` as a streamed body: hyper sends it chunked, with no Content-Length.
+async fn post_chunked(addr: std::net::SocketAddr, chunks: &[&str]) -> (u16, Bytes) {
+    let frames: Vec<_> = chunks
+        .iter()
+        .map(|c| Ok(Frame::data(Bytes::from(c.to_string()))))
+        .collect();
+    let body: StreamBody<Chunks> = StreamBody::new(futures_util::stream::iter(frames));
+    assert_eq!(
+        body.size_hint().exact(),
+        None,
+        "no length is known up front"
+    );
+    let c: Client<_, StreamBody<Chunks>> = Client::builder(TokioExecutor::new()).build_http();
+    let req = http::Request::post(format!("http://{addr}{CHAT}"))
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap();
+    let res = c.request(req).await.unwrap();
+    let status = res.status().as_u16();
+    (status, res.into_body().collect().await.unwrap().to_bytes())
+}
+
+#[tokio::test]
+async fn a_chunked_body_over_the_limit_gets_413_and_one_under_it_is_forwarded() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway("[limits]\nmax_body_bytes = 64\n", &fake).await;
+    let pad = "x".repeat(40);
+    let (status, body) = post_chunked(gw.addr, &[r#"{"model":"tiny","#, &pad, &pad]).await;
+    assert_eq!(status, 413);
+    let e: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(e["error"]["code"], 413);
+    assert!(fake.received().is_empty());
+
+    let (status, _) = post_chunked(gw.addr, &[r#"{"model":"tiny","#, r#""messages":[]}"#]).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        fake.received()[0].body,
+        r#"{"model":"tiny","messages":[]}"#.as_bytes()
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_gives_502_naming_it_and_is_counted() {
+    let authority = dead_upstream();
+    let gw = gateway_at(&url_line(&authority), &mode("shadow")).await;
+    let c = client();
+    for path in [CHAT, "/v1/models"] {
+        let r = post_json(&c, gw.addr, path, &chat("")).await;
+        assert_eq!(r.status, 502, "{path}");
+        let e = error_of(&r);
+        assert_eq!(e["code"], 502);
+        assert!(
+            e["message"].as_str().unwrap().contains(&authority),
+            "{e} names {authority}"
+        );
+    }
+    let m = metrics_text(&c, gw.admin).await;
+    assert!(
+        has_sample(&m, r#"mmgate_upstream_errors_total{kind="connect"} 2"#),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn an_upstream_that_sends_no_headers_in_time_gives_504_and_is_counted() {
+    // The fake takes the request and then waits for a permit that never comes.
+    let hold = std::sync::Arc::new(Semaphore::new(0));
+    let fake = FakeVllm::start_with(FakeOpts {
+        hold: Some(hold),
+        ..Default::default()
+    })
+    .await;
+    let upstream = format!(
+        "{}\nresponse_timeout_ms = 200",
+        url_line(&fake.addr.to_string())
+    );
+    let gw = gateway_at(&upstream, "").await;
+    let c = client();
+    let r = post_json(&c, gw.addr, CHAT, &chat("")).await;
+    assert_eq!(r.status, 504);
+    let e = error_of(&r);
+    assert_eq!(e["code"], 504);
+    assert_eq!(e["type"], "GatewayTimeout");
+    assert_eq!(
+        fake.received().len(),
+        1,
+        "the request did reach the upstream"
+    );
+    let m = metrics_text(&c, gw.admin).await;
+    assert!(
+        has_sample(&m, r#"mmgate_upstream_errors_total{kind="timeout"} 1"#),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn admin_reports_health_readiness_and_metrics() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway(&mode("shadow"), &fake).await;
+    let c = client();
+    let get = |addr, path: &'static str| send(&c, addr, "GET", path, &[], Bytes::new());
+    assert_eq!(get(gw.admin, "/healthz").await.status, 200);
+    assert_eq!(get(gw.admin, "/readyz").await.status, 200);
+    post_json(&c, gw.addr, CHAT, &chat("")).await;
+    let m = get(gw.admin, "/metrics").await;
+    assert_eq!(m.status, 200);
+    assert!(m.headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    assert!(
+        has_sample(
+            &m.text(),
+            r#"mmgate_requests_total{mode="shadow",outcome="forwarded",route="chat"} 1"#
+        ),
+        "{}",
+        m.text()
+    );
+
+    let down = gateway_at(&url_line(&dead_upstream()), "").await;
+    assert_eq!(
+        get(down.admin, "/healthz").await.status,
+        200,
+        "the process is up"
+    );
+    let r = get(down.admin, "/readyz").await;
+    assert_eq!(r.status, 503, "not ready while vLLM is down: {}", r.text());
+}

@@ -1,0 +1,381 @@
+//! The real `mmgate` binary: `check` validates policies and names every bad field,
+//! `inspect` classifies a body offline with documented exit codes and JSON, and `serve`
+//! forwards, logs one JSON line per offending request (never the values), and exits 0 on
+//! SIGTERM.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use support::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_mmgate");
+
+/// A fresh scratch directory for this test process and `name`.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mmgate-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, file: &str, text: &[u8]) -> PathBuf {
+    let p = dir.join(file);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    // A child that exits without reading (a usage error) closes the pipe: that is fine.
+    let _ = input.write_all(stdin.unwrap_or_default());
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn check_accepts_every_shipped_policy() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let out = run(&["check", "--policy", path.to_str().unwrap()], None);
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                path.display(),
+                text(&out.stderr)
+            );
+            assert!(text(&out.stdout).starts_with("policy OK"));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "the shipped policies were found");
+}
+
+#[test]
+fn check_refuses_a_bad_policy_naming_every_bad_field() {
+    let dir = scratch("bad-policy");
+    let bad = br#"
+[listen]
+addr = "nowhere"
+adress = "127.0.0.1:1"
+[upstream]
+url = "ftp://127.0.0.1:8000"
+response_timeout_ms = 0
+[limits]
+max_body_bytes = "big"
+[gate]
+default = "block"
+on_unclassifiable = "maybe"
+[gate.routes]
+chatt = "strip"
+tokenize = 3
+[vllm]
+served_models = ["tiny", 7]
+[extra]
+"#;
+    let out = run(
+        &[
+            "check",
+            "--policy",
+            write(&dir, "bad.toml", bad).to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    for field in [
+        "listen.addr",
+        "listen.adress",
+        "upstream.url",
+        "upstream.response_timeout_ms",
+        "limits.max_body_bytes",
+        "gate.default",
+        "gate.on_unclassifiable",
+        "gate.routes.chatt",
+        "gate.routes.tokenize",
+        "vllm.served_models[1]",
+        "extra",
+    ] {
+        assert!(
+            err.contains(&format!("{field}:")),
+            "{field} is named in:\n{err}"
+        );
+    }
+    let out = run(
+        &[
+            "check",
+            "--policy",
+            write(&dir, "x.toml", b"[gate").to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("not valid TOML"));
+    let missing = dir.join("missing.toml");
+    assert!(
+        !run(&["check", "--policy", missing.to_str().unwrap()], None)
+            .status
+            .success()
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn inspect(args: &[&str], body: &[u8]) -> (i32, Value) {
+    let mut all = vec!["inspect"];
+    all.extend_from_slice(args);
+    let out = run(&all, Some(body));
+    let code = out.status.code().unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (code, v)
+}
+
+const CHAT: &str = "/v1/chat/completions";
+
+#[test]
+fn inspect_accepts_a_clean_body_with_exit_0() {
+    let (code, v) = inspect(&["--path", CHAT, "-"], br#"{"model":"m","messages":[]}"#);
+    assert_eq!(code, 0);
+    let fields = json!([
+        {"name": "mm_processor_kwargs", "present": false, "truthy": false, "keys": []},
+        {"name": "media_io_kwargs", "present": false, "truthy": false, "keys": []},
+    ]);
+    assert_eq!(
+        v,
+        json!({"verdict": "accept", "status": 200, "param": null, "fields": fields, "body": null})
+    );
+    let (code, _) = inspect(
+        &["--path", "/v1/messages"],
+        br#"{"mm_processor_kwargs":{"a":1}}"#,
+    );
+    assert_eq!(
+        code, 0,
+        "ungated routes are accepted (the default file is stdin)"
+    );
+}
+
+#[test]
+fn inspect_reports_a_gate_rejection_with_exit_1() {
+    let dir = scratch("inspect-reject");
+    let body = br#"{"messages":[],"mm_processor_kwargs":{"b":1,"a":2,"b":3},"media_io_kwargs":{}}"#;
+    let file = write(&dir, "body.json", body);
+    let (code, v) = inspect(&["--path", CHAT, file.to_str().unwrap()], b"");
+    let _ = std::fs::remove_dir_all(dir);
+    assert_eq!(code, 1);
+    assert_eq!(v["verdict"], "reject");
+    assert_eq!(v["status"], 400);
+    assert_eq!(v["param"], "mm_processor_kwargs");
+    assert_eq!(v["body"], mmgate::error::GATE_BODY_MM_PROCESSOR_KWARGS);
+    assert_eq!(
+        v["fields"],
+        json!([
+            {"name": "mm_processor_kwargs", "present": true, "truthy": true, "keys": ["b", "a"]},
+            {"name": "media_io_kwargs", "present": true, "truthy": false, "keys": []},
+        ])
+    );
+    let (code, v) = inspect(
+        &["--path", "/tokenize", "-"],
+        br#"{"prompt":"p","media_io_kwargs":[0]}"#,
+    );
+    assert_eq!((code, &v["param"]), (1, &json!("media_io_kwargs")));
+    assert_eq!(v["body"], mmgate::error::GATE_BODY_MEDIA_IO_KWARGS);
+}
+
+#[test]
+fn inspect_reports_bodies_vllm_refuses_first_with_exit_3_and_a_reason() {
+    let cases: [(&[&str], &[u8], u16); 4] = [
+        (&["--path", CHAT], b"{\"messages\":[],", 400),
+        (&["--path", CHAT], b"[1]", 400),
+        (
+            &["--path", CHAT, "--content-type", "text/plain"],
+            b"{\"messages\":[]}",
+            400,
+        ),
+        (
+            &["--path", CHAT, "--model", "tiny"],
+            br#"{"model":"other","messages":[],"mm_processor_kwargs":{"a":1}}"#,
+            404,
+        ),
+    ];
+    for (args, body, status) in cases {
+        let (code, v) = inspect(args, body);
+        assert_eq!(code, 3, "{args:?}");
+        assert_eq!(v["verdict"], "invalid");
+        assert_eq!(v["status"], status, "{args:?}");
+        assert_eq!(v["param"], Value::Null);
+        assert_eq!(v["body"], Value::Null);
+        assert_eq!(v["fields"].as_array().map(Vec::len), Some(2));
+        assert!(v["reason"].as_str().is_some_and(|r| !r.is_empty()), "{v}");
+    }
+}
+
+#[test]
+fn inspect_usage_errors_exit_2() {
+    for args in [
+        &["inspect"][..],
+        &["inspect", "--path"],
+        &["inspect", "--path", CHAT, "--bogus"],
+        &["inspect", "--path", CHAT, "/nonexistent/mmgate/body.json"],
+        &["frobnicate"],
+    ] {
+        let out = run(args, Some(b"{}"));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(!out.stderr.is_empty(), "{args:?} says why");
+    }
+}
+
+/// Kills the child if the test ends early.
+struct Running(Option<Child>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A loopback port nothing listens on (bound, then released).
+fn free_port() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_forwards_logs_one_line_without_values_and_exits_0_on_sigterm() {
+    let fake = FakeVllm::start().await;
+    let (listen, admin) = (free_port(), free_port());
+    let dir = scratch("serve");
+    // The shipped shadow policy, pointed at free loopback ports and the fake.
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/shadow.toml");
+    let mut policy = std::fs::read_to_string(shipped).unwrap();
+    for (from, to) in [
+        (
+            "addr = \"0.0.0.0:8080\"".to_string(),
+            format!("addr = \"{listen}\""),
+        ),
+        (
+            "admin = \"127.0.0.1:9464\"".to_string(),
+            format!("admin = \"{admin}\""),
+        ),
+        (
+            "url = \"http://127.0.0.1:8000\"".to_string(),
+            format!("url = \"{}\"", fake.url()),
+        ),
+    ] {
+        assert_eq!(policy.matches(&from).count(), 1, "shadow.toml has {from}");
+        policy = policy.replace(&from, &to);
+    }
+    let policy = write(&dir, "policy.toml", policy.as_bytes());
+    let child = Command::new(BIN)
+        .args([
+            "serve",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--drain-seconds",
+            "5",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Running(Some(child));
+    let c = child.0.as_mut().unwrap();
+    let pid = c.id().to_string();
+    let stdout = BufReader::new(c.stdout.take().unwrap());
+    let lines =
+        std::thread::spawn(move || stdout.lines().map_while(Result::ok).collect::<Vec<_>>());
+    let stderr = c.stderr.take().unwrap();
+    let logs = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+
+    let http = client();
+    let mut up = false;
+    for _ in 0..500 {
+        assert!(c.try_wait().unwrap().is_none(), "mmgate exited early");
+        let probe = http.get(format!("http://{admin}/healthz").parse().unwrap());
+        if tokio::time::timeout(Duration::from_secs(1), probe)
+            .await
+            .is_ok_and(|r| r.is_ok_and(|r| r.status() == 200))
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await; // poll interval, not a sync
+    }
+    assert!(up, "/healthz answered");
+
+    let body = r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"num_crops":"SECRET-VALUE-7f3a","secret_knob":987654321}}"#;
+    let r = post_json(&http, listen, "/v1/chat/completions", body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        fake.received()[0].body,
+        Bytes::from(body),
+        "forwarded as sent"
+    );
+    drop(http);
+
+    let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(status.success());
+    let mut owned = child.0.take().unwrap();
+    let waited = tokio::task::spawn_blocking(move || {
+        let r = owned.wait();
+        (owned, r)
+    });
+    let (owned, exit) = tokio::time::timeout(Duration::from_secs(10), waited)
+        .await
+        .expect("mmgate exits within the drain deadline")
+        .unwrap();
+    child.0 = Some(owned);
+    assert!(exit.unwrap().success(), "exit 0 after SIGTERM");
+
+    let lines = lines.join().unwrap();
+    let stderr = logs.join().unwrap();
+    let events: Vec<Value> = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &Value| v["event"] == "offending_request")
+        .collect();
+    assert_eq!(events.len(), 1, "one log line: {lines:?}\n{stderr}");
+    let e = &events[0];
+    assert_eq!(e["route"], "chat");
+    assert_eq!(e["mode"], "shadow");
+    assert_eq!(e["param"], "mm_processor_kwargs");
+    assert_eq!(
+        e["fields"],
+        json!([{"name": "mm_processor_kwargs", "keys": ["num_crops", "secret_knob"]}])
+    );
+    let all = format!("{}\n{stderr}", lines.join("\n"));
+    assert!(
+        !all.contains("SECRET-VALUE-7f3a"),
+        "values never reach the logs"
+    );
+    assert!(!all.contains("987654321"), "values never reach the logs");
+    let _ = std::fs::remove_dir_all(dir);
+}
