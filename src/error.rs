@@ -50,12 +50,12 @@ pub enum GateError {
         reason: String,
     },
     /// The upstream did not answer in time.
-    #[error("upstream vLLM at {upstream} sent no response headers within {seconds} s")]
+    #[error("upstream vLLM at {upstream} sent no response headers within {millis} ms")]
     UpstreamTimeout {
         /// The upstream authority.
         upstream: String,
         /// The configured timeout.
-        seconds: u64,
+        millis: u128,
     },
     /// Missing or unknown credentials, and the policy refuses anonymous clients.
     #[error("authentication failed: {reason}")]
@@ -327,7 +327,7 @@ mod tests {
             (
                 GateError::UpstreamTimeout {
                     upstream: "u".into(),
-                    seconds: 1,
+                    millis: 1,
                 },
                 504,
             ),

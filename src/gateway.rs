@@ -23,7 +23,7 @@ use crate::limits::{check_values, Limits, RateClock};
 use crate::listen::ConnInfo;
 use crate::metrics::Metrics;
 use crate::pool::Pool;
-use crate::record::{record, Outcome};
+use crate::record::{Outcome, Recorder};
 use crate::rewrite::strip;
 use crate::upstream::{SliceBody, Upstream};
 
@@ -109,15 +109,16 @@ impl Gateway {
 
     /// Handles one request from a client connection.
     pub async fn handle(&self, req: Request<Body>, conn: &ConnInfo) -> Response<Body> {
-        let start = Instant::now();
         let mut held = Held {
             _in_flight: InFlight::enter(&self.metrics.in_flight),
             admission: None,
             member: None,
         };
         let seq = self.ids.fetch_add(1, Ordering::Relaxed);
-        let mut outcome = Outcome::start(req.headers(), req.uri().path(), conn, seq);
-        let res = self.serve(req, conn, &mut outcome, &mut held).await;
+        let outcome = Outcome::start(req.headers(), req.uri().path(), conn, seq);
+        let mut recorder = Recorder::new(&self.metrics, outcome);
+        let outcome = &mut recorder.outcome;
+        let res = self.serve(req, conn, outcome, &mut held).await;
         let res = res.unwrap_or_else(|e| {
             outcome.refusal = e.refusal_reason();
             outcome.outcome = match e {
@@ -133,9 +134,7 @@ impl Gateway {
             }
             e.to_response()
         });
-        outcome.status = res.status().as_u16();
-        outcome.elapsed = start.elapsed();
-        record(&self.metrics, &outcome);
+        recorder.finish(res.status().as_u16());
         res.map(|inner| {
             Body::new(Tracked {
                 inner,
@@ -349,8 +348,8 @@ impl Gateway {
         match tokio::time::timeout(self.config.limits.body_timeout, read).await {
             Ok(r) => r,
             Err(_) => Err(GateError::BodyRead(format!(
-                "not received within {} s",
-                self.config.limits.body_timeout.as_secs()
+                "not received within {} ms",
+                self.config.limits.body_timeout.as_millis()
             ))),
         }
     }

@@ -156,6 +156,50 @@ struct LogField<'a> {
 }
 
 /// Records an outcome: metrics always, a log line when vLLM would reject or mmgate stripped.
+/// Records an outcome exactly once: on [`Recorder::finish`], or, when the request is
+/// cancelled before its response (the client went away and the handler was dropped), on
+/// drop as `cancelled` with status 499, so an offending request is never lost from the
+/// inventory.
+pub struct Recorder<'a> {
+    metrics: &'a Metrics,
+    start: tokio::time::Instant,
+    /// The outcome being filled in by the stages.
+    pub outcome: Outcome,
+    done: bool,
+}
+
+impl<'a> Recorder<'a> {
+    /// Starts recording a request.
+    pub fn new(metrics: &'a Metrics, outcome: Outcome) -> Self {
+        Recorder {
+            metrics,
+            start: tokio::time::Instant::now(),
+            outcome,
+            done: false,
+        }
+    }
+
+    /// Records the finished request with its response status.
+    pub fn finish(mut self, status: u16) {
+        self.outcome.status = status;
+        self.outcome.elapsed = self.start.elapsed();
+        record(self.metrics, &self.outcome);
+        self.done = true;
+    }
+}
+
+impl Drop for Recorder<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.outcome.outcome = "cancelled";
+            self.outcome.status = 499;
+            self.outcome.elapsed = self.start.elapsed();
+            record(self.metrics, &self.outcome);
+        }
+    }
+}
+
+/// Records an outcome: metrics always, a log line when vLLM would reject or mmgate stripped.
 pub fn record(metrics: &Metrics, o: &Outcome) {
     let route = o.route.map_or("ungated", RouteKind::name);
     let mode = o.mode.map_or("none", Mode::name);

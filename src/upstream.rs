@@ -98,7 +98,7 @@ impl Upstream {
             Err(_) => {
                 return Err(GateError::UpstreamTimeout {
                     upstream: self.authority.to_string(),
-                    seconds: self.response_timeout.as_secs(),
+                    millis: self.response_timeout.as_millis(),
                 })
             }
             Ok(Err(e)) if e.is_connect() => {
@@ -138,7 +138,7 @@ impl Upstream {
             .unwrap_or_else(|_| {
                 Err(GateError::UpstreamTimeout {
                     upstream: self.authority.to_string(),
-                    seconds: deadline.as_secs(),
+                    millis: deadline.as_millis(),
                 })
             })
     }

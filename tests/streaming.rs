@@ -263,3 +263,35 @@ async fn in_flight_gauge_is_released_when_the_client_leaves_before_the_answer() 
         "a client that hangs up while vLLM is still thinking no longer counts"
     );
 }
+
+#[tokio::test]
+async fn a_request_cancelled_by_its_client_is_still_recorded() {
+    let hold = Arc::new(Semaphore::new(0));
+    let fake = FakeVllm::start_with(FakeOpts {
+        hold: Some(hold),
+        ..Default::default()
+    })
+    .await;
+    let gw = gateway(&policy("shadow"), &fake).await;
+    let addr = gw.addr;
+    let body = r#"{"model":"tiny","messages":[],"stream":true,"mm_processor_kwargs":{"a":1}}"#;
+    let pending =
+        tokio::spawn(async move { post_json(&client(), addr, "/v1/chat/completions", body).await });
+    let fake = &fake;
+    assert!(eventually(|| async move { !fake.received().is_empty() }).await);
+    pending.abort();
+    assert!(pending.await.unwrap_err().is_cancelled());
+    let admin = client();
+    let (admin, c) = (gw.admin, &admin);
+    let cancelled = r#"mmgate_requests_total{mode="shadow",outcome="cancelled",route="chat"}"#;
+    assert!(
+        eventually(|| async move { metric(c, admin, cancelled).await == Some(1.0) }).await,
+        "the cancelled request is counted once"
+    );
+    let offending = r#"mmgate_offending_requests_total{field="mm_processor_kwargs",mode="shadow",route="chat"}"#;
+    assert_eq!(
+        metric(c, admin, offending).await,
+        Some(1.0),
+        "and still counts as offending"
+    );
+}
