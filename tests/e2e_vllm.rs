@@ -317,6 +317,73 @@ async fn equivalence(client: &TestClient, p: &Pair<'_>, failures: &mut Vec<Strin
     offending
 }
 
+/// A gateway with two pools: the untrusted server as `default`, the trusted one as `trusted`,
+/// and one keyed client routed there; everyone else is rejected at the edge.
+fn start_trusted_gateway(dir: &Path, default: SocketAddr, trusted: SocketAddr) -> Gate {
+    let (port, admin) = (free_port(), free_port());
+    let policy = dir.join("trusted-routing.toml");
+    let digest = hex::encode(mmgate::config::digest(TRUSTED_KEY));
+    std::fs::write(
+        &policy,
+        format!(
+            r#"[listen]
+addr = "127.0.0.1:{port}"
+admin = "127.0.0.1:{admin}"
+[gate]
+default = "reject"
+[pools.default]
+members = ["http://{default}"]
+[pools.trusted]
+members = ["http://{trusted}"]
+trusted = true
+allow_unknown_keys = true
+[identity]
+unknown = "anonymous"
+[clients.vision]
+key_sha256 = ["{digest}"]
+trusted = true
+mode = "route"
+route_to = "trusted"
+"#
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mmgate"));
+    cmd.args(["serve", "--policy"]).arg(&policy);
+    Gate {
+        proc: spawn("trusted-routing", &mut cmd, dir),
+        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        admin: SocketAddr::from(([127, 0, 0, 1], admin)),
+    }
+}
+
+const TRUSTED_KEY: &str = "sk-e2e-vision";
+
+/// A trusted client's offending request is served by the trusted vLLM; an anonymous
+/// client's, or one with a spoofed key, gets vLLM's own gate error.
+async fn trusted_routing(client: &TestClient, g: &Gate, failures: &mut Vec<String>) {
+    let body = r#"{"model":"tiny","messages":[{"role":"user","content":"Hello"}],"max_tokens":4,"mm_processor_kwargs":{"max_pixels":1003520}}"#;
+    let path = "/v1/chat/completions";
+    let bearer = format!("Bearer {TRUSTED_KEY}");
+    for (who, headers, want) in [
+        (
+            "trusted client",
+            vec![("authorization", bearer.as_str())],
+            200u16,
+        ),
+        ("anonymous client", vec![], 400),
+        ("wrong key", vec![("authorization", "Bearer sk-guess")], 400),
+    ] {
+        let mut h = vec![("content-type", "application/json")];
+        h.extend(headers);
+        let r = send(client, g.addr, "POST", path, &h, body.to_string()).await;
+        let ok = r.status.as_u16() == want && (want == 200 || is_gate(&r.body));
+        if !ok {
+            failures.push(format!("trusted routing, {who}: {} {}", r.status, r.text()));
+        }
+    }
+}
+
 fn log_lines(g: &Gate) -> usize {
     std::fs::read_to_string(&g.proc.log)
         .unwrap_or_default()
@@ -505,6 +572,9 @@ async fn real_vllm_end_to_end() {
             let mut reject_untrusted = reject_untrusted;
             wait_gateway(&client, &mut reject_untrusted).await;
             openai_sdk(&o, &reject_untrusted, &strip, untrusted, &mut failures);
+            let mut routing = start_trusted_gateway(&dir, untrusted, trusted);
+            wait_gateway(&client, &mut routing).await;
+            trusted_routing(&client, &routing, &mut failures).await;
         }
     }
     println!("end-to-end suite took {:?}", started.elapsed());
