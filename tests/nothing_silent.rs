@@ -1,0 +1,299 @@
+//! Nothing is changed silently: over the whole conformance corpus, in each mode (`pass`,
+//! `shadow`, `strip`, `reject`), every request is exactly one of
+//!
+//! 1. forwarded byte-identical (the upstream received the client's bytes, and the response
+//!    carries no `x-mmgate-stripped` header),
+//! 2. stripped: the response carries `x-mmgate-stripped` naming the removed fields, the
+//!    upstream received the body minus exactly those members, and (checked with the real
+//!    binary) one stdout log line with the same request id lists the same fields,
+//! 3. answered by mmgate itself (the upstream received nothing) with an error status and an
+//!    error envelope whose message says why.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use mmgate::gateway::STRIPPED_HEADER;
+use mmgate::inspect::{inspect, DEFAULT_MAX_DEPTH};
+use serde_json::Value;
+use support::cases::{cases, Case};
+use support::*;
+
+const MODES: [&str; 4] = ["pass", "shadow", "strip", "reject"];
+
+/// What happened to one request.
+#[derive(Debug, PartialEq)]
+enum Fate {
+    Forwarded,
+    Stripped(Vec<String>),
+    Answered,
+}
+
+/// Checks that one replayed case had exactly one of the three fates, and says which.
+fn fate_of(case: &Case, reply: &Reply, received: &[Received]) -> Result<Fate, String> {
+    let header = reply
+        .headers
+        .get(STRIPPED_HEADER)
+        .map(|v| v.to_str().unwrap_or("<not text>").to_string());
+    match (received, header) {
+        ([], Some(h)) => Err(format!("stripped header {h:?} but nothing forwarded")),
+        ([], None) => {
+            let status = reply.status.as_u16();
+            if status < 400 {
+                return Err(format!("answered {status} by mmgate without forwarding"));
+            }
+            let v: Value = serde_json::from_slice(&reply.body)
+                .map_err(|e| format!("mmgate's answer is not JSON ({e}): {}", reply.text()))?;
+            let message = v["error"]["message"].as_str().unwrap_or("");
+            if message.trim().len() < 10 {
+                return Err(format!(
+                    "mmgate's {status} does not say why: {}",
+                    reply.text()
+                ));
+            }
+            Ok(Fate::Answered)
+        }
+        ([got], None) => {
+            if got.body != case.body[..] {
+                return Err(format!(
+                    "forwarded a changed body without saying so:\n  sent {}\n  got  {}",
+                    case.body.escape_ascii(),
+                    got.body.escape_ascii()
+                ));
+            }
+            Ok(Fate::Forwarded)
+        }
+        ([got], Some(h)) => {
+            let fields: Vec<String> = h.split(',').map(|s| s.trim().to_string()).collect();
+            let before = inspect(&case.body, DEFAULT_MAX_DEPTH)
+                .map_err(|e| format!("stripped a body mmgate cannot inspect: {e}"))?;
+            let after = inspect(&got.body, DEFAULT_MAX_DEPTH)
+                .map_err(|e| format!("the stripped body does not parse: {e}"))?;
+            let want: Vec<&str> = before
+                .members
+                .iter()
+                .map(|m| &*m.name)
+                .filter(|n| !fields.iter().any(|f| f == n))
+                .collect();
+            let kept: Vec<&str> = after.members.iter().map(|m| &*m.name).collect();
+            if kept != want || fields.is_empty() || got.body == case.body[..] {
+                return Err(format!(
+                    "header says {fields:?} but members went from {:?} to {kept:?}",
+                    before.members.iter().map(|m| &*m.name).collect::<Vec<_>>()
+                ));
+            }
+            Ok(Fate::Stripped(fields))
+        }
+        (many, _) => Err(format!("forwarded {} times", many.len())),
+    }
+}
+
+fn policy(mode: &str) -> String {
+    format!("[gate]\ndefault = \"{mode}\"\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_case_in_every_mode_is_forwarded_as_sent_stripped_visibly_or_refused_with_a_reason() {
+    let cases = cases();
+    let http = client();
+    let mut failures = Vec::new();
+    for mode in MODES {
+        let fake = FakeVllm::start().await;
+        let gw = gateway(&policy(mode), &fake).await;
+        let (mut fwd, mut stripped, mut answered) = (0, 0, 0);
+        for case in &cases {
+            fake.clear();
+            let reply = case.replay(&http, gw.addr).await;
+            match fate_of(case, &reply, &fake.received()) {
+                Ok(Fate::Forwarded) => fwd += 1,
+                Ok(Fate::Stripped(_)) => stripped += 1,
+                Ok(Fate::Answered) => answered += 1,
+                Err(e) => failures.push(format!("[{mode}] {}: {e}", case.id)),
+            }
+        }
+        println!(
+            "{mode}: {} cases: {fwd} forwarded as sent, {stripped} stripped, {answered} answered by mmgate",
+            cases.len()
+        );
+        if matches!(mode, "pass" | "shadow") && fwd != cases.len() {
+            failures.push(format!(
+                "[{mode}] only {fwd} of {} forwarded as sent",
+                cases.len()
+            ));
+        }
+        if mode == "strip" && stripped == 0 {
+            failures.push("[strip] the corpus has offending cases but none was stripped".into());
+        }
+        if mode == "reject" && answered == 0 {
+            failures.push("[reject] the corpus has offending cases but none was refused".into());
+        }
+        gw.stop().await;
+    }
+    assert!(
+        failures.is_empty(),
+        "{} silent changes:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Kills the child if the test ends early.
+struct Child_(Option<Child>);
+
+impl Drop for Child_ {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_port() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// Runs the real binary in `mode` over the corpus (each case with its own `x-request-id`)
+/// and checks that every stripped response has its log line and every log line its response.
+async fn stripped_requests_each_log_one_line(mode: &str) {
+    let cases = cases();
+    let fake = FakeVllm::start().await;
+    let (listen, admin) = (free_port(), free_port());
+    let dir = std::env::temp_dir().join(format!("mmgate-silent-{}-{mode}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("policy.toml");
+    let text = format!(
+        "[listen]\naddr = \"{listen}\"\nadmin = \"{admin}\"\n[upstream]\nurl = \"{}\"\n{}",
+        fake.url(),
+        policy(mode)
+    );
+    std::fs::write(&file, text).unwrap();
+    let mut child = Child_(Some(
+        Command::new(env!("CARGO_BIN_EXE_mmgate"))
+            .args(["serve", "--policy", file.to_str().unwrap()])
+            .args(["--drain-seconds", "5"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let c = child.0.as_mut().unwrap();
+    let pid = c.id().to_string();
+    let stdout = BufReader::new(c.stdout.take().unwrap());
+    let lines =
+        std::thread::spawn(move || stdout.lines().map_while(Result::ok).collect::<Vec<_>>());
+
+    let http = client();
+    let mut up = false;
+    for _ in 0..500 {
+        assert!(c.try_wait().unwrap().is_none(), "mmgate exited early");
+        let probe = http.get(format!("http://{admin}/healthz").parse().unwrap());
+        if tokio::time::timeout(Duration::from_secs(1), probe)
+            .await
+            .is_ok_and(|r| r.is_ok_and(|r| r.status() == 200))
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await; // poll interval, not a sync
+    }
+    assert!(up, "/healthz answered");
+
+    let mut stripped: Vec<(String, Vec<String>)> = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let id = format!("silent-{mode}-{i}");
+        let mut headers: Vec<(&str, &str)> = case
+            .headers
+            .iter()
+            .filter(|(k, _)| !k.eq_ignore_ascii_case("x-request-id"))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        headers.push(("x-request-id", &id));
+        let reply = send(
+            &http,
+            listen,
+            &case.method,
+            &case.path,
+            &headers,
+            case.body.clone(),
+        )
+        .await;
+        if let Some(h) = reply.headers.get(STRIPPED_HEADER) {
+            let fields = h.to_str().unwrap().split(',').map(|s| s.trim().to_string());
+            stripped.push((id, fields.collect()));
+        }
+    }
+    drop(http);
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut owned = child.0.take().unwrap();
+    let waited = tokio::task::spawn_blocking(move || {
+        let r = owned.wait();
+        (owned, r)
+    });
+    let (owned, exit) = tokio::time::timeout(Duration::from_secs(10), waited)
+        .await
+        .expect("mmgate exits after SIGTERM")
+        .unwrap();
+    child.0 = Some(owned);
+    assert!(exit.unwrap().success());
+
+    let logged: Vec<(String, Vec<String>)> = lines
+        .join()
+        .unwrap()
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == "offending_request")
+        .filter(|v| v["stripped"].as_array().is_some_and(|a| !a.is_empty()))
+        .map(|v| {
+            let fields = v["stripped"].as_array().unwrap().iter();
+            (
+                v["request_id"].as_str().unwrap_or("").to_string(),
+                fields
+                    .map(|f| f.as_str().unwrap_or("").to_string())
+                    .collect(),
+            )
+        })
+        .collect();
+    assert!(!stripped.is_empty(), "[{mode}] some case was stripped");
+    let mut missing = Vec::new();
+    for s in &stripped {
+        let n = logged.iter().filter(|l| l.0 == s.0).count();
+        if n != 1 || !logged.contains(s) {
+            missing.push(format!("{s:?}: {n} log lines"));
+        }
+    }
+    for l in &logged {
+        if !stripped.contains(l) {
+            missing.push(format!("log line {l:?} without a stripped response"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "[{mode}] {} stripped responses, {} log lines; mismatches:\n{}",
+        stripped.len(),
+        logged.len(),
+        missing.join("\n")
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_strip_mode_every_stripped_request_logs_one_line_with_its_fields() {
+    stripped_requests_each_log_one_line("strip").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_reject_mode_every_stripped_request_logs_one_line_with_its_fields() {
+    stripped_requests_each_log_one_line("reject").await;
+}
