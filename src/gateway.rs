@@ -19,6 +19,7 @@ use crate::decide::{decide_for, Action, ClientView, Mode};
 use crate::error::GateError;
 use crate::identify::{ClientId, Identifier};
 use crate::inspect::Field;
+use crate::inventory::Inventory;
 use crate::limits::{check_values, Limits, RateClock};
 use crate::listen::ConnInfo;
 use crate::metrics::Metrics;
@@ -38,8 +39,9 @@ pub struct Gateway {
     pools: Vec<Pool>,
     limits: Limits,
     metrics: Metrics,
+    inventory: Arc<Inventory>,
     facts: ArcSwap<UpstreamFacts>,
-    ids: AtomicU64,
+    ids: Arc<AtomicU64>,
 }
 
 impl Gateway {
@@ -64,8 +66,37 @@ impl Gateway {
             pools,
             config: Arc::new(config),
             metrics,
+            inventory: Arc::default(),
             facts,
-            ids: AtomicU64::new(0),
+            ids: Arc::default(),
+        })
+    }
+
+    /// The gateway for a reloaded policy ([`crate::reload`]): metrics, inventory, request
+    /// ids and discovered facts carry over, and so do the limits and pools whose names
+    /// survive (rate budgets, permits held, member health).
+    pub fn successor(&self, config: Config) -> Arc<Self> {
+        let pools = config
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Pool::succeed(i, p, self.pools.iter().find(|o| o.name == p.name)))
+            .collect();
+        let old = self.facts.load();
+        let mut facts = config.vllm.facts.clone();
+        if facts.served_models.is_none() {
+            facts.served_models = old.served_models.clone();
+        }
+        facts.served_routes = old.served_routes.clone();
+        Arc::new(Gateway {
+            identifier: Identifier::new(&config.identity, &config.clients),
+            limits: self.limits.successor(&config, &self.metrics),
+            pools,
+            config: Arc::new(config),
+            metrics: self.metrics.clone(),
+            inventory: self.inventory.clone(),
+            facts: ArcSwap::from_pointee(facts),
+            ids: self.ids.clone(),
         })
     }
 
@@ -77,6 +108,11 @@ impl Gateway {
     /// The metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The live inventory of offending clients (served on the admin listener).
+    pub fn inventory(&self) -> &Arc<Inventory> {
+        &self.inventory
     }
 
     /// The default pool's first member (discovery of models and routes, readiness).
@@ -116,7 +152,7 @@ impl Gateway {
         };
         let seq = self.ids.fetch_add(1, Ordering::Relaxed);
         let outcome = Outcome::start(req.headers(), req.uri().path(), conn, seq);
-        let mut recorder = Recorder::new(&self.metrics, outcome);
+        let mut recorder = Recorder::new(&self.metrics, &self.inventory, outcome);
         let outcome = &mut recorder.outcome;
         let res = self.serve(req, conn, outcome, &mut held).await;
         let res = res.unwrap_or_else(|e| {
@@ -236,6 +272,9 @@ impl Gateway {
         }
         if let Some(f) = &findings {
             outcome.note_fields(f);
+            if let Some(max_len) = self.config.log.kwargs_values {
+                outcome.note_values(f, max_len);
+            }
         }
         let decision = decide_for(
             client,

@@ -3,7 +3,8 @@
 //!
 //! The life of a request, stage by stage (one module each):
 //!
-//! 1. [`listen`] accepts a connection and records its [`listen::ConnInfo`].
+//! 1. [`listen`] accepts a connection ([`tls`]: the handshake and the client certificate's
+//!    names) and records its [`listen::ConnInfo`]; each request takes the gateway in force.
 //! 2. [`identify`] resolves the client ([`identify::ClientId`]) from its certificate, API key
 //!    or trusted header, once per request on every route; [`limits`] takes from its rate.
 //! 3. [`classify`] maps method + path to a gated [`classify::RouteKind`] or pass-through.
@@ -18,10 +19,17 @@
 //!    place errors become HTTP responses.
 //! 9. [`record`] records the [`record::Outcome`] once: metrics ([`metrics`]) and one log line.
 //!
-//! [`server`] binds the listeners and starts it all. [`gateway`] is the only module that knows this order; [`config`] parses the policy file once
-//! into the validated runtime form every stage reads; [`admin`] serves metrics and health.
+//! [`server`] binds the listeners, starts it all and drains on shutdown; [`reload`] swaps in a
+//! re-read policy atomically. [`gateway`] is the only module that knows this order; [`config`] parses the policy file once
+//! into the validated runtime form every stage reads; [`admin`] serves metrics, health and the
+//! live [`inventory`].
+//!
+//! The migration toolkit sits beside the request path: [`probe`] sends the acceptance matrix
+//! to a vLLM or a gateway, [`report`] aggregates the offending-request log lines, and
+//! [`advise`] proposes deployment-level defaults from the logged values.
 
 pub mod admin;
+pub mod advise;
 pub mod body;
 pub mod classify;
 pub mod config;
@@ -31,11 +39,16 @@ pub mod error;
 pub mod gateway;
 pub mod identify;
 pub mod inspect;
+pub mod inventory;
 pub mod limits;
 pub mod listen;
 pub mod metrics;
 pub mod pool;
+pub mod probe;
 pub mod record;
+pub mod reload;
+pub mod report;
 pub mod rewrite;
 pub mod server;
+pub mod tls;
 pub mod upstream;

@@ -24,7 +24,7 @@ use prometheus::IntGauge;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::config::{Config, PoolId};
+use crate::config::{Config, PoolId, Rate};
 use crate::error::GateError;
 use crate::identify::ClientId;
 use crate::metrics::Metrics;
@@ -66,7 +66,7 @@ struct PoolLimiter {
     permits: Option<(Arc<Semaphore>, NonZeroU32)>,
     max_queue: usize,
     queue_timeout: Duration,
-    queued: AtomicUsize,
+    queued: Arc<AtomicUsize>,
     queue_gauge: IntGauge,
     in_flight: IntGauge,
 }
@@ -74,7 +74,7 @@ struct PoolLimiter {
 struct ClientLimiter {
     name: String,
     permits: Option<(Arc<Semaphore>, NonZeroU32)>,
-    rate: Option<(Limiter, NonZeroU32)>,
+    rate: Option<(Arc<Limiter>, Rate)>,
 }
 
 /// Counts a request in a gauge until dropped.
@@ -117,32 +117,67 @@ fn semaphore(n: Option<NonZeroU32>) -> Option<(Arc<Semaphore>, NonZeroU32)> {
 impl Limits {
     /// Builds the limiters for a policy, reading `clock`.
     pub fn new(config: &Config, metrics: &Metrics, clock: RateClock) -> Self {
+        Self::build(config, metrics, clock, None)
+    }
+
+    /// The limiters for a reloaded policy. A pool or client whose name survives keeps its
+    /// state where its bound is unchanged: the same semaphore (permits held stay counted,
+    /// waiters keep their place) and the same rate limiter (its budget is not refilled).
+    pub fn successor(&self, config: &Config, metrics: &Metrics) -> Self {
+        Self::build(config, metrics, self.clock.clone(), Some(self))
+    }
+
+    fn build(config: &Config, metrics: &Metrics, clock: RateClock, old: Option<&Self>) -> Self {
+        let same = |old: &Option<(Arc<Semaphore>, NonZeroU32)>, n: Option<NonZeroU32>| match old {
+            Some((sem, m)) if Some(*m) == n => Some((sem.clone(), *m)),
+            _ => semaphore(n),
+        };
         let pools = config
             .pools
             .iter()
-            .map(|p| PoolLimiter {
-                name: p.name.clone(),
-                permits: semaphore(p.max_concurrency),
-                max_queue: p.max_queue,
-                queue_timeout: p.queue_timeout,
-                queued: AtomicUsize::new(0),
-                queue_gauge: metrics.pool_queue_depth.with_label_values(&[&p.name]),
-                in_flight: metrics.pool_in_flight.with_label_values(&[&p.name]),
+            .map(|p| {
+                let prev = old.and_then(|o| o.pools.iter().find(|o| o.name == p.name));
+                PoolLimiter {
+                    name: p.name.clone(),
+                    permits: prev.map_or_else(
+                        || semaphore(p.max_concurrency),
+                        |o| same(&o.permits, p.max_concurrency),
+                    ),
+                    max_queue: p.max_queue,
+                    queue_timeout: p.queue_timeout,
+                    queued: prev.map_or_else(Arc::default, |o| o.queued.clone()),
+                    queue_gauge: metrics.pool_queue_depth.with_label_values(&[&p.name]),
+                    in_flight: metrics.pool_in_flight.with_label_values(&[&p.name]),
+                }
             })
             .collect();
         let clients = config
             .clients
             .iter()
-            .map(|c| ClientLimiter {
-                name: c.name.clone(),
-                permits: semaphore(c.max_concurrency),
-                rate: c.rate.map(|r| {
-                    let quota = Quota::per_second(r.per_second).allow_burst(r.burst);
-                    (
-                        RateLimiter::direct_with_clock(quota, clock.clone()),
-                        r.per_second,
-                    )
-                }),
+            .map(|c| {
+                let prev = old.and_then(|o| o.clients.iter().find(|o| o.name == c.name));
+                let kept_rate = prev.and_then(|o| match (&o.rate, c.rate) {
+                    (Some((l, r)), Some(n))
+                        if r.per_second == n.per_second && r.burst == n.burst =>
+                    {
+                        Some((l.clone(), *r))
+                    }
+                    _ => None,
+                });
+                ClientLimiter {
+                    name: c.name.clone(),
+                    permits: prev.map_or_else(
+                        || semaphore(c.max_concurrency),
+                        |o| same(&o.permits, c.max_concurrency),
+                    ),
+                    rate: kept_rate.or_else(|| {
+                        c.rate.map(|r| {
+                            let quota = Quota::per_second(r.per_second).allow_burst(r.burst);
+                            let limiter = RateLimiter::direct_with_clock(quota, clock.clone());
+                            (Arc::new(limiter), r)
+                        })
+                    }),
+                }
             })
             .collect();
         let anonymous = ClientLimiter {
@@ -168,14 +203,14 @@ impl Limits {
     /// Takes one request from the client's rate budget, or says when to retry.
     pub fn check_rate(&self, id: ClientId) -> Result<(), GateError> {
         let c = self.client(id);
-        let Some((limiter, per_second)) = &c.rate else {
+        let Some((limiter, rate)) = &c.rate else {
             return Ok(());
         };
         limiter.check().map_err(|not_until| {
             let wait = not_until.wait_time_from(self.clock.now());
             GateError::RateLimited {
                 client: c.name.clone(),
-                per_second: per_second.get(),
+                per_second: rate.per_second.get(),
                 retry_after: retry_secs(wait),
             }
         })

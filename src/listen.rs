@@ -1,5 +1,13 @@
-//! The accept loop: TCP connections → HTTP/1.1 or HTTP/2 (prior knowledge) served by the
-//! gateway, with a per-connection [`ConnInfo`], a header read timeout, and graceful drain.
+//! The accept loop: TCP (or TLS, see [`crate::tls`]) connections → HTTP/1.1 or HTTP/2 (ALPN
+//! `h2`, or prior knowledge on plain TCP) served by the gateway in force, with a
+//! per-connection [`ConnInfo`], a header read timeout, and graceful drain.
+//!
+//! Invariants: each request loads the gateway in force once ([`Live::gateway`], an atomic
+//! load), so a reload never changes the policy under an in-flight request; a TLS
+//! connection's certificate is read once, at the handshake, with the certificates in force
+//! then. On shutdown the listener is closed at once (new connections are refused), open
+//! connections finish their in-flight requests and streams, and whatever is still open at
+//! the drain deadline is closed.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -16,8 +24,8 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
-use crate::gateway::Gateway;
 use crate::identify::PeerCertificate;
+use crate::reload::Live;
 
 /// What is known about a client connection, attached to each of its requests.
 #[derive(Debug, Clone)]
@@ -33,23 +41,39 @@ pub struct ConnInfo {
 
 static CONN_IDS: AtomicU64 = AtomicU64::new(1);
 
-/// Serves the gateway on `listener` until `shutdown` completes, then drains open connections
-/// for at most `drain`.
+/// Whether a listener speaks TLS (with the certificates of the policy in force) or plain TCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Plain HTTP.
+    Plain,
+    /// TLS with `[tls]` of the policy in force at each handshake.
+    Tls,
+}
+
+type Builder = auto::Builder<TokioExecutor>;
+
+/// Serves the gateway in force on `listener` until `shutdown` completes, then drains open
+/// connections for at most `drain`.
 pub async fn serve(
     listener: TcpListener,
-    gateway: Arc<Gateway>,
+    live: Arc<Live>,
+    transport: Transport,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {
+    let header_timeout = live.gateway().config().limits.header_timeout;
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(gateway.config().limits.header_timeout)
+        .header_read_timeout(header_timeout)
         .max_buf_size(64 * 1024);
+    let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
+    let mut tasks = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
+        while tasks.try_join_next().is_some() {}
         let (stream, remote) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -61,23 +85,27 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let conn = Arc::new(ConnInfo {
-            id: CONN_IDS.fetch_add(1, Ordering::Relaxed),
-            remote,
-            peer: None,
-        });
-        let gw = gateway.clone();
-        let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-            let gw = gw.clone();
-            let conn = conn.clone();
-            async move { Ok::<_, Infallible>(gw.handle(req.map(Body::new), &conn).await) }
-        });
-        let served = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        let watched = graceful.watch(served);
-        tokio::spawn(async move {
-            if let Err(e) = watched.await {
+        let watcher = graceful.watcher();
+        let (live, builder) = (live.clone(), builder.clone());
+        tasks.spawn(async move {
+            let tls = match transport {
+                Transport::Plain => None,
+                Transport::Tls => live.gateway().config().tls.clone(),
+            };
+            let served = match tls {
+                None => connection(&builder, live, stream, remote, None, watcher).await,
+                Some(tls) => match crate::tls::accept(tls.config, stream, header_timeout).await {
+                    Ok((stream, peer)) => {
+                        let tls = Some(peer);
+                        connection(&builder, live, stream, remote, tls, watcher).await
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, %remote, "TLS handshake failed");
+                        return;
+                    }
+                },
+            };
+            if let Err(e) = served {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
         });
@@ -92,4 +120,38 @@ pub async fn serve(
             "drain deadline passed; closing open connections"
         );
     }
+    tasks.abort_all();
+}
+
+/// Serves one connection (plain, or after its handshake with `tls` holding the client
+/// certificate's names) until it ends or shutdown drains it. Requests over TLS are marked
+/// `X-Forwarded-Proto: https` (replacing what the client sent).
+async fn connection<S>(
+    builder: &Builder,
+    live: Arc<Live>,
+    stream: S,
+    remote: SocketAddr,
+    tls: Option<Option<PeerCertificate>>,
+    watcher: hyper_util::server::graceful::Watcher,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = Arc::new(ConnInfo {
+        id: CONN_IDS.fetch_add(1, Ordering::Relaxed),
+        remote,
+        peer: tls.clone().flatten(),
+    });
+    let https = tls.is_some();
+    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        if https {
+            req.headers_mut()
+                .insert("x-forwarded-proto", http::HeaderValue::from_static("https"));
+        }
+        let gw = live.gateway();
+        let conn = conn.clone();
+        async move { Ok::<_, Infallible>(gw.handle(req.map(Body::new), &conn).await) }
+    });
+    let served = builder.serve_connection(TokioIo::new(stream), service);
+    watcher.watch(served.into_owned()).await
 }

@@ -1,4 +1,5 @@
-//! The `mmgate` command: `serve`, `check`, `inspect`, `hash-key`.
+//! The `mmgate` command: `serve`, `check`, `inspect`, `hash-key`, and the migration
+//! toolkit `probe` and `report`.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -60,6 +61,45 @@ enum Command {
         #[arg(default_value = "-")]
         file: String,
     },
+    /// Send the vLLM 0.31 acceptance matrix to a vLLM server or a gateway; exits 1 on any
+    /// mismatch with the expected behaviour, 2 when the probe cannot run.
+    Probe {
+        /// The target's base URL (http://host:port).
+        #[arg(long)]
+        target: String,
+        /// The model (default: the first one /v1/models lists).
+        #[arg(long)]
+        model: Option<String>,
+        /// Sent as `Authorization: Bearer KEY`.
+        #[arg(long)]
+        api_key: Option<String>,
+        /// Comma-separated route names or paths (default: every gated route it serves).
+        #[arg(long, value_delimiter = ',')]
+        routes: Option<Vec<String>>,
+        /// The behaviour expected of the target.
+        #[arg(long, value_enum, default_value = "untrusted")]
+        expect: mmgate::probe::Expect,
+        /// Per-request timeout in seconds.
+        #[arg(long, default_value_t = 120)]
+        timeout_seconds: u64,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Aggregate offending-request log lines per client × route × field.
+    Report {
+        /// Log files, or - for standard input (the default).
+        files: Vec<String>,
+        /// Print JSON.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Print CSV.
+        #[arg(long)]
+        csv: bool,
+        /// Propose deployment-level --mm-processor-kwargs / --media-io-kwargs from logged values.
+        #[arg(long)]
+        suggest: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -106,6 +146,31 @@ fn main() -> ExitCode {
             models,
             file,
         } => inspect(&path, &content_type, models, &file),
+        Command::Probe {
+            target,
+            model,
+            api_key,
+            routes,
+            expect,
+            timeout_seconds,
+            json,
+        } => probe(
+            mmgate::probe::ProbeOpts {
+                target,
+                model,
+                api_key,
+                routes,
+                expect,
+                timeout: Duration::from_secs(timeout_seconds),
+            },
+            json,
+        ),
+        Command::Report {
+            files,
+            json,
+            csv,
+            suggest,
+        } => report_logs(&files, json, csv, suggest),
     }
 }
 
@@ -117,13 +182,6 @@ fn serve(policy: PathBuf, drain: Duration) -> ExitCode {
                 .unwrap_or_else(|_| "info".into()),
         )
         .init();
-    let config = match Config::load(&policy) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
@@ -132,23 +190,42 @@ fn serve(policy: PathBuf, drain: Duration) -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let running = match mmgate::server::start(config, drain).await {
+        let clock = mmgate::limits::RateClock::default();
+        let running = match mmgate::server::start_file(&policy, drain, clock).await {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("cannot bind: {e}");
+                eprintln!("{e}");
                 return ExitCode::FAILURE;
             }
         };
         tracing::info!(listen = %running.addr, admin = %running.admin, "mmgate serving");
-        let stop = running.stopper();
+        let stop = running.shutdown_handle();
         tokio::spawn(async move {
             wait_for_signal().await;
             tracing::info!("shutdown signal received; draining");
-            let _ = stop.send(true);
+            stop.shutdown();
         });
+        reload_on_hangup(running.live());
         running.wait().await;
         ExitCode::SUCCESS
     })
+}
+
+/// SIGHUP re-reads the policy and certificates (errors are logged and counted there).
+fn reload_on_hangup(live: std::sync::Arc<mmgate::reload::Live>) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP received; reloading the policy");
+            let _ = live.reload().await;
+        }
+    });
+    #[cfg(not(unix))]
+    let _ = live;
 }
 
 async fn wait_for_signal() {
@@ -246,4 +323,77 @@ fn report(verdict: &Verdict, findings: Option<&Findings>) -> (serde_json::Value,
             )
         }
     }
+}
+
+fn probe(opts: mmgate::probe::ProbeOpts, json: bool) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(mmgate::probe::probe(opts)) {
+        Ok(r) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            } else {
+                print!("{}", mmgate::probe::table(&r));
+            }
+            if r.mismatches > 0 {
+                ExitCode::FAILURE
+            } else if r.rows.is_empty() {
+                eprintln!("no gated route answered; nothing was probed");
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn report_logs(files: &[String], json: bool, csv: bool, suggest: bool) -> ExitCode {
+    use mmgate::report;
+    let mut parsed = report::Parsed::default();
+    let stdin = ["-".to_string()];
+    let files = if files.is_empty() { &stdin[..] } else { files };
+    for file in files {
+        let read = if file == "-" {
+            report::parse(std::io::stdin().lock(), &mut parsed)
+        } else {
+            std::fs::File::open(file)
+                .and_then(|f| report::parse(std::io::BufReader::new(f), &mut parsed))
+        };
+        if let Err(e) = read {
+            eprintln!("cannot read {file}: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    if parsed.skipped > 0 {
+        eprintln!(
+            "skipped {} line(s) that are not offending-request log lines",
+            parsed.skipped
+        );
+    }
+    if suggest {
+        let s = mmgate::advise::suggest(&parsed.entries);
+        match json {
+            true => println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default()),
+            false => print!("{}", mmgate::advise::text(&s)),
+        }
+        return ExitCode::SUCCESS;
+    }
+    let inv = report::inventory(&parsed.entries);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&inv).unwrap_or_default());
+    } else if csv {
+        print!("{}", report::csv(&inv));
+    } else {
+        print!("{}", report::table(&inv));
+    }
+    ExitCode::SUCCESS
 }

@@ -45,6 +45,8 @@ pub struct Metrics {
     pub identified: IntCounterVec,
     /// Client headers ignored because they came from outside the trusted networks.
     pub ignored_client_headers: IntCounter,
+    /// Policy reloads by result (`success`, `failure`).
+    pub config_reloads: IntCounterVec,
 }
 
 impl Metrics {
@@ -168,8 +170,17 @@ impl Metrics {
         registry
             .register(Box::new(ignored_client_headers.clone()))
             .expect("unique metric");
+        let config_reloads = counter(
+            "mmgate_config_reloads_total",
+            "Policy reloads (SIGHUP, file change) by result (success, failure: the old policy kept serving).",
+            &["result"],
+        );
+        for result in ["success", "failure"] {
+            config_reloads.with_label_values(&[result]);
+        }
         Metrics {
             registry,
+            config_reloads,
             pool_in_flight,
             pool_queue_depth,
             pool_wait,

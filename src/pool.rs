@@ -17,7 +17,8 @@ use crate::upstream::Upstream;
 pub struct Member {
     /// The member's client.
     pub upstream: Upstream,
-    healthy: AtomicBool,
+    url: http::Uri,
+    healthy: Arc<AtomicBool>,
     in_flight: Arc<AtomicUsize>,
 }
 
@@ -51,6 +52,17 @@ pub struct Pool {
 impl Pool {
     /// Builds a pool (members start healthy; the first check runs before serving).
     pub fn new(id: PoolId, cfg: &PoolConfig) -> Self {
+        Self::succeed(id, cfg, None)
+    }
+
+    /// Builds a pool for a reloaded policy: a member whose URL `previous` (the pool of the
+    /// same name before) also had keeps its health and in-flight count.
+    pub fn succeed(id: PoolId, cfg: &PoolConfig, previous: Option<&Pool>) -> Self {
+        let kept = |m: &crate::config::Upstream| {
+            previous
+                .and_then(|p| p.members.iter().find(|o| o.url == m.url))
+                .map(|o| (o.healthy.clone(), o.in_flight.clone()))
+        };
         Pool {
             id,
             name: cfg.name.clone(),
@@ -62,10 +74,19 @@ impl Pool {
             members: cfg
                 .members
                 .iter()
-                .map(|m| Member {
-                    upstream: Upstream::new(m),
-                    healthy: AtomicBool::new(true),
-                    in_flight: Arc::new(AtomicUsize::new(0)),
+                .map(|m| {
+                    let (healthy, in_flight) = kept(m).unwrap_or_else(|| {
+                        (
+                            Arc::new(AtomicBool::new(true)),
+                            Arc::new(AtomicUsize::new(0)),
+                        )
+                    });
+                    Member {
+                        upstream: Upstream::new(m),
+                        url: m.url.clone(),
+                        healthy,
+                        in_flight,
+                    }
                 })
                 .collect(),
             next: AtomicUsize::new(0),
@@ -179,6 +200,21 @@ mod tests {
         let (next, _) = p.pick().unwrap();
         assert_eq!(next.authority(), "127.0.0.1:1");
         drop(b);
+    }
+
+    #[test]
+    fn a_reload_keeps_the_health_of_surviving_members_only() {
+        let p = pool("round_robin");
+        for m in &p.members {
+            m.healthy.store(false, Ordering::Release);
+        }
+        let c = Config::parse(
+            "[pools.default]\nmembers = [\"http://127.0.0.1:1\", \"http://127.0.0.1:9\"]\n",
+        )
+        .unwrap();
+        let next = Pool::succeed(0, &c.pools[0], Some(&p));
+        assert!(!next.members[0].healthy.load(Ordering::Acquire));
+        assert!(next.members[1].healthy.load(Ordering::Acquire));
     }
 
     #[test]

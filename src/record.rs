@@ -1,8 +1,11 @@
 //! Recording: each request's [`Outcome`] is recorded exactly once, as metrics and, for
 //! requests vLLM 0.31 would reject or that mmgate stripped, one JSON log line on stdout.
 //!
-//! The log line never carries values, bodies or media: only the route, the field names and
-//! their top-level key names (bounded), the client address, user agent and request id.
+//! The log line never carries bodies or media: only the route, the field names and their
+//! top-level key names (bounded), the client address, user agent and request id, and, only
+//! when the policy opts in (`[log] kwargs_values`), the fields' *scalar* member values
+//! (never arrays, nested objects, non-finite numbers or strings over the bound). Each
+//! offending request also feeds the live [`Inventory`].
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -13,7 +16,8 @@ use serde::Serialize;
 use crate::classify::RouteKind;
 use crate::decide::Mode;
 use crate::identify::Via;
-use crate::inspect::{Field, Findings};
+use crate::inspect::{Field, Findings, KwargValue};
+use crate::inventory::{Inventory, Observation};
 use crate::listen::ConnInfo;
 use crate::metrics::Metrics;
 
@@ -35,6 +39,8 @@ pub struct Outcome {
     pub stripped: Vec<Field>,
     /// Offending fields with their key names (bounded), for the log.
     pub fields: Vec<(Field, Vec<String>)>,
+    /// With `[log] kwargs_values`: the offending fields' scalar member values, for the log.
+    pub values: Vec<(Field, serde_json::Map<String, serde_json::Value>)>,
     /// The response status.
     pub status: u16,
     /// The client address.
@@ -82,6 +88,7 @@ impl Outcome {
             would_reject: None,
             stripped: Vec::new(),
             fields: Vec::new(),
+            values: Vec::new(),
             status: 0,
             client: conn.remote.ip(),
             client_id: "anonymous".into(),
@@ -115,6 +122,49 @@ impl Outcome {
                 (f, keys)
             })
             .collect();
+    }
+
+    /// Records the offending fields' scalar member values (strings up to `max_len` bytes;
+    /// one level down for `media_io_kwargs` modalities), for the defaults advisor.
+    pub fn note_values(&mut self, findings: &Findings, max_len: usize) {
+        self.values = findings
+            .offending()
+            .map(|f| {
+                let ff = findings.field(f);
+                let open = f == Field::MediaIoKwargs;
+                let map = ff
+                    .keys
+                    .iter()
+                    .zip(&ff.values)
+                    .take(MAX_KEYS)
+                    .filter_map(|(k, v)| Some((bounded(k), scalar(v, max_len, open)?)))
+                    .collect();
+                (f, map)
+            })
+            .collect();
+    }
+}
+
+/// A member value as logged: scalars only (one level of objects when `open`).
+fn scalar(v: &KwargValue, max_len: usize, open: bool) -> Option<serde_json::Value> {
+    use serde_json::Value;
+    match v {
+        KwargValue::Null => Some(Value::Null),
+        KwargValue::Bool(b) => Some(Value::Bool(*b)),
+        KwargValue::Number(n) if n.is_finite() && n.fract() == 0.0 && n.abs() < 9.0e15 => {
+            Some(Value::from(*n as i64))
+        }
+        KwargValue::Number(n) => serde_json::Number::from_f64(*n).map(Value::Number),
+        KwargValue::Str(s) if s.len() <= max_len => Some(Value::String(s.to_string())),
+        KwargValue::Object(members) if open => {
+            let map: serde_json::Map<String, Value> = members
+                .iter()
+                .take(MAX_KEYS)
+                .filter_map(|(k, v)| Some((bounded(k), scalar(v, max_len, false)?)))
+                .collect();
+            (!map.is_empty()).then_some(Value::Object(map))
+        }
+        _ => None,
     }
 }
 
@@ -153,6 +203,8 @@ struct LogLine<'a> {
 struct LogField<'a> {
     name: &'static str,
     keys: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    values: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Records an outcome: metrics always, a log line when vLLM would reject or mmgate stripped.
@@ -162,6 +214,7 @@ struct LogField<'a> {
 /// inventory.
 pub struct Recorder<'a> {
     metrics: &'a Metrics,
+    inventory: &'a Inventory,
     start: tokio::time::Instant,
     /// The outcome being filled in by the stages.
     pub outcome: Outcome,
@@ -170,9 +223,10 @@ pub struct Recorder<'a> {
 
 impl<'a> Recorder<'a> {
     /// Starts recording a request.
-    pub fn new(metrics: &'a Metrics, outcome: Outcome) -> Self {
+    pub fn new(metrics: &'a Metrics, inventory: &'a Inventory, outcome: Outcome) -> Self {
         Recorder {
             metrics,
+            inventory,
             start: tokio::time::Instant::now(),
             outcome,
             done: false,
@@ -183,7 +237,7 @@ impl<'a> Recorder<'a> {
     pub fn finish(mut self, status: u16) {
         self.outcome.status = status;
         self.outcome.elapsed = self.start.elapsed();
-        record(self.metrics, &self.outcome);
+        record(self.metrics, self.inventory, &self.outcome);
         self.done = true;
     }
 }
@@ -194,13 +248,14 @@ impl Drop for Recorder<'_> {
             self.outcome.outcome = "cancelled";
             self.outcome.status = 499;
             self.outcome.elapsed = self.start.elapsed();
-            record(self.metrics, &self.outcome);
+            record(self.metrics, self.inventory, &self.outcome);
         }
     }
 }
 
-/// Records an outcome: metrics always, a log line when vLLM would reject or mmgate stripped.
-pub fn record(metrics: &Metrics, o: &Outcome) {
+/// Records an outcome: metrics always; a log line and an inventory entry when vLLM would
+/// reject or mmgate stripped.
+pub fn record(metrics: &Metrics, inventory: &Inventory, o: &Outcome) {
     let route = o.route.map_or("ungated", RouteKind::name);
     let mode = o.mode.map_or("none", Mode::name);
     metrics
@@ -231,7 +286,17 @@ pub fn record(metrics: &Metrics, o: &Outcome) {
     }
     record_client(metrics, o);
     if o.would_reject.is_some() || !o.stripped.is_empty() {
-        log_line(o, route, mode);
+        let ts = rfc3339(SystemTime::now());
+        log_line(o, &ts, route, mode);
+        let addr = o.client.to_string();
+        inventory.observe(&Observation {
+            ts: &ts,
+            client: &o.client_id,
+            client_addr: &addr,
+            user_agent: o.user_agent.as_deref(),
+            route,
+            fields: o.fields.iter().map(|(f, k)| (f.name(), &k[..])).collect(),
+        });
     }
 }
 
@@ -260,9 +325,22 @@ fn record_client(metrics: &Metrics, o: &Outcome) {
     }
 }
 
-fn log_line(o: &Outcome, route: &'static str, mode: &'static str) {
+fn log_line(o: &Outcome, ts: &str, route: &'static str, mode: &'static str) {
+    if let Ok(mut text) = log_text(o, ts, route, mode) {
+        text.push(b'\n');
+        let _ = std::io::stdout().lock().write_all(&text);
+    }
+}
+
+/// The offending-request log line, without its newline.
+fn log_text(
+    o: &Outcome,
+    ts: &str,
+    route: &'static str,
+    mode: &'static str,
+) -> serde_json::Result<Vec<u8>> {
     let line = LogLine {
-        ts: rfc3339(SystemTime::now()),
+        ts: ts.to_string(),
         event: "offending_request",
         route,
         path: &o.path,
@@ -275,6 +353,7 @@ fn log_line(o: &Outcome, route: &'static str, mode: &'static str) {
             .map(|(f, keys)| LogField {
                 name: f.name(),
                 keys,
+                values: o.values.iter().find(|(v, _)| v == f).map(|(_, m)| m),
             })
             .collect(),
         stripped: o.stripped.iter().map(|f| f.name()).collect(),
@@ -285,10 +364,7 @@ fn log_line(o: &Outcome, route: &'static str, mode: &'static str) {
         user_agent: o.user_agent.as_deref(),
         request_id: &o.request_id,
     };
-    if let Ok(mut text) = serde_json::to_vec(&line) {
-        text.push(b'\n');
-        let _ = std::io::stdout().lock().write_all(&text);
-    }
+    serde_json::to_vec(&line)
 }
 
 /// Truncates client-supplied text for logs.
@@ -329,6 +405,62 @@ mod tests {
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
         let t = UNIX_EPOCH + Duration::from_millis(1_796_216_515_123);
         assert_eq!(rfc3339(t), "2026-12-02T13:01:55.123Z");
+    }
+
+    fn outcome(body: &str, max_len: Option<usize>) -> Outcome {
+        let mut o = Outcome {
+            route: Some(RouteKind::Chat),
+            mode: Some(Mode::Shadow),
+            outcome: "forwarded",
+            would_reject: Some(Field::MmProcessorKwargs),
+            stripped: Vec::new(),
+            fields: Vec::new(),
+            values: Vec::new(),
+            status: 200,
+            client: "10.0.0.7".parse().unwrap(),
+            client_id: "anonymous".into(),
+            via: None,
+            spoofed_header: false,
+            pool: None,
+            waited: None,
+            refusal: None,
+            user_agent: None,
+            request_id: "r".into(),
+            path: "/v1/chat/completions".into(),
+            body_bytes: None,
+            elapsed: Duration::ZERO,
+            upstream_elapsed: None,
+        };
+        let f = crate::inspect::inspect(body.as_bytes(), 970).unwrap();
+        o.note_fields(&f);
+        if let Some(n) = max_len {
+            o.note_values(&f, n);
+        }
+        o
+    }
+
+    #[test]
+    fn values_are_logged_only_when_asked_and_only_scalars() {
+        let body = r#"{"mm_processor_kwargs":{"max_pixels":1003520,"f":0.5,"s":"ok","long":"xxxxxxxxxx","a":[1],"o":{"x":1},"n":NaN},
+            "media_io_kwargs":{"video":{"num_frames":8,"deep":{"a":1}},"image":{"u":[1]}}}"#;
+        let line = |o: &Outcome| -> serde_json::Value {
+            serde_json::from_slice(&log_text(o, "t", "chat", "shadow").unwrap()).unwrap()
+        };
+        let off = line(&outcome(body, None));
+        assert!(off["fields"][0].get("values").is_none());
+        let on = line(&outcome(body, Some(4)));
+        assert_eq!(
+            on["fields"][0]["values"],
+            serde_json::json!({"max_pixels":1003520,"f":0.5,"s":"ok"})
+        );
+        assert_eq!(
+            on["fields"][1]["values"],
+            serde_json::json!({"video":{"num_frames":8}})
+        );
+        assert_eq!(
+            on["fields"][1]["keys"],
+            serde_json::json!(["video", "image"])
+        );
     }
 
     #[test]

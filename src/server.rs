@@ -1,7 +1,13 @@
-//! Starting a gateway: bind the data and admin listeners, start model discovery, serve until
-//! told to stop. Used by the binary and by tests (which bind port 0).
+//! Starting a gateway: bind the data (TLS and/or plain) and admin listeners, start model
+//! discovery, health checks and the file watcher, serve until told to stop. Used by the
+//! binary and by tests (which bind port 0).
+//!
+//! Shutdown order: `/readyz` answers 503 at once, the data listeners close (new connections
+//! are refused), in-flight requests and streams finish up to the drain deadline, and only
+//! then does the admin listener stop, so a load balancer sees the 503 while draining.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,29 +15,50 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::gateway::Gateway;
 use crate::limits::RateClock;
+use crate::listen::Transport;
+use crate::reload::{Live, ReloadError};
 
 /// How often the upstream facts (served models and routes) are refreshed.
 const DISCOVERY_INTERVAL: Duration = Duration::from_secs(30);
 
 /// A running gateway.
 pub struct Running {
-    /// The bound data-plane address.
+    /// The bound data-plane address (TLS when the policy has `[tls]`).
     pub addr: SocketAddr,
+    /// The bound plain-HTTP address beside a TLS listener (`listen.plain_addr`).
+    pub plain: Option<SocketAddr>,
     /// The bound admin address.
     pub admin: SocketAddr,
-    /// The gateway (metrics, configuration).
+    /// The gateway the server started with (metrics are shared with its successors; see
+    /// [`Running::live`] for the one in force).
     pub gateway: Arc<Gateway>,
+    live: Arc<Live>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
+}
+
+/// Begins a graceful shutdown from anywhere (a signal handler).
+#[derive(Clone)]
+pub struct Shutdown {
+    live: Arc<Live>,
+    stop: watch::Sender<bool>,
+}
+
+impl Shutdown {
+    /// `/readyz` turns 503, the listeners close and open requests drain.
+    pub fn shutdown(&self) {
+        self.live.start_draining();
+        let _ = self.stop.send(true);
+    }
 }
 
 impl Running {
     /// Stops accepting, drains connections, and waits for the data plane to end.
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
+        self.shutdown_handle().shutdown();
         let _ = self.task.await;
     }
 
@@ -43,6 +70,25 @@ impl Running {
     /// A handle that stops the gateway when sent `true`.
     pub fn stopper(&self) -> watch::Sender<bool> {
         self.stop.clone()
+    }
+
+    /// A handle that begins a graceful shutdown.
+    pub fn shutdown_handle(&self) -> Shutdown {
+        Shutdown {
+            live: self.live.clone(),
+            stop: self.stop.clone(),
+        }
+    }
+
+    /// The gateway in force and the reload machinery.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.clone()
+    }
+
+    /// Re-reads the policy file (and the certificates it names) and swaps it in; on error
+    /// the old policy keeps serving.
+    pub async fn reload(&self) -> Result<(), ReloadError> {
+        self.live.reload().await
     }
 }
 
@@ -57,78 +103,174 @@ pub async fn start_with(
     drain: Duration,
     clock: RateClock,
 ) -> std::io::Result<Running> {
+    launch(config, None, drain, clock).await
+}
+
+/// Why a gateway could not start from a policy file.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The policy is invalid.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// A listener could not be bound.
+    #[error("cannot bind: {0}")]
+    Bind(#[from] std::io::Error),
+}
+
+/// Loads `policy` and starts serving; reloads (SIGHUP, [`Running::reload`], file changes)
+/// re-read it.
+pub async fn start_file(
+    policy: &Path,
+    drain: Duration,
+    clock: RateClock,
+) -> Result<Running, StartError> {
+    let config = Config::load(policy)?;
+    Ok(launch(config, Some(policy.to_path_buf()), drain, clock).await?)
+}
+
+async fn launch(
+    config: Config,
+    source: Option<PathBuf>,
+    drain: Duration,
+    clock: RateClock,
+) -> std::io::Result<Running> {
     let listener = TcpListener::bind(config.listen).await?;
+    let plain_listener = match config.plain {
+        Some(a) => Some(TcpListener::bind(a).await?),
+        None => None,
+    };
     let admin_listener = TcpListener::bind(config.admin).await?;
     let addr = listener.local_addr()?;
+    let plain = plain_listener
+        .as_ref()
+        .map(TcpListener::local_addr)
+        .transpose()?;
     let admin = admin_listener.local_addr()?;
+    let transport = match config.tls {
+        Some(_) => Transport::Tls,
+        None => Transport::Plain,
+    };
     let gateway = Gateway::with_clock(config, clock);
     // Check the pools' members, then learn the served models, before the first request.
     let checks = gateway.pools().iter().map(|p| p.check());
     futures_util::future::join_all(checks).await;
     gateway.refresh_facts().await;
-    let (stop, mut stopped) = watch::channel(false);
-    for pool in 0..gateway.pools().len() {
-        health_checks(gateway.clone(), pool, stopped.clone());
-    }
+    let live = Live::new(gateway.clone(), source);
+    let (stop, stopped) = watch::channel(false);
+    health_checks(live.clone(), stopped.clone());
+    tokio::spawn(live.clone().watch_files(stopped.clone()));
+    discovery(live.clone(), stopped.clone());
 
-    let admin_router = crate::admin::router(gateway.clone());
-    let mut admin_stop = stopped.clone();
+    let (admin_stop, admin_stopped) = watch::channel(false);
+    serve_admin(admin_listener, gateway.clone(), live.clone(), admin_stopped);
+
+    let data = live.clone();
+    let task = tokio::spawn(async move {
+        let until_stopped = |mut rx: watch::Receiver<bool>, live: Arc<Live>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+            live.start_draining();
+        };
+        let main = crate::listen::serve(
+            listener,
+            data.clone(),
+            transport,
+            until_stopped(stopped.clone(), data.clone()),
+            drain,
+        );
+        let side = async {
+            if let Some(l) = plain_listener {
+                let stop = until_stopped(stopped.clone(), data.clone());
+                crate::listen::serve(l, data.clone(), Transport::Plain, stop, drain).await;
+            }
+        };
+        futures_util::future::join(main, side).await;
+        let _ = admin_stop.send(true);
+    });
+    Ok(Running {
+        addr,
+        plain,
+        admin,
+        gateway,
+        live,
+        stop,
+        task,
+    })
+}
+
+fn serve_admin(
+    listener: TcpListener,
+    gateway: Arc<Gateway>,
+    live: Arc<Live>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let router = crate::admin::router(gateway).layer(axum::Extension(live));
     tokio::spawn(async move {
         let stop = async move {
-            let _ = admin_stop.wait_for(|s| *s).await;
+            let _ = stop.wait_for(|s| *s).await;
         };
-        if let Err(e) = axum::serve(admin_listener, admin_router)
+        if let Err(e) = axum::serve(listener, router)
             .with_graceful_shutdown(stop)
             .await
         {
             tracing::error!(error = %e, "admin listener failed");
         }
     });
+}
 
-    let discovery = gateway.clone();
-    let mut discovery_stop = stopped.clone();
+fn discovery(live: Arc<Live>, mut stop: watch::Receiver<bool>) {
     tokio::spawn(async move {
         loop {
             let stopped = tokio::select! {
                 () = tokio::time::sleep(DISCOVERY_INTERVAL) => false,
-                r = discovery_stop.wait_for(|s| *s) => r.is_ok(),
+                r = stop.wait_for(|s| *s) => r.is_ok(),
             };
             if stopped {
                 break;
             }
-            discovery.refresh_facts().await;
+            live.gateway().refresh_facts().await;
         }
     });
-
-    let gw = gateway.clone();
-    let task = tokio::spawn(async move {
-        let shutdown = async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        };
-        crate::listen::serve(listener, gw, shutdown, drain).await;
-    });
-    Ok(Running {
-        addr,
-        admin,
-        gateway,
-        stop,
-        task,
-    })
 }
 
-/// Checks one pool's members on its interval until stopped (no task without health checks).
-fn health_checks(gateway: Arc<Gateway>, pool: usize, mut stop: watch::Receiver<bool>) {
+/// Checks each pool's members on its interval until stopped; after a reload the checks
+/// restart for the new gateway's pools (no task for a pool without health checks).
+fn health_checks(live: Arc<Live>, stop: watch::Receiver<bool>) {
+    tokio::spawn(async move {
+        let mut generation = live.generation();
+        loop {
+            let gateway = live.gateway();
+            let (end, ended) = watch::channel(false);
+            for pool in 0..gateway.pools().len() {
+                pool_checks(gateway.clone(), pool, stop.clone(), ended.clone());
+            }
+            let mut s = stop.clone();
+            let stopped = tokio::select! {
+                r = generation.changed() => r.is_err(),
+                _ = s.wait_for(|s| *s) => true,
+            };
+            let _ = end.send(true);
+            if stopped {
+                return;
+            }
+        }
+    });
+}
+
+fn pool_checks(
+    gateway: Arc<Gateway>,
+    pool: usize,
+    mut stop: watch::Receiver<bool>,
+    mut ended: watch::Receiver<bool>,
+) {
     let Some(health) = gateway.pools()[pool].health() else {
         return;
     };
     tokio::spawn(async move {
         loop {
-            let stopped = tokio::select! {
-                () = tokio::time::sleep(health.interval) => false,
-                r = stop.wait_for(|s| *s) => r.is_ok(),
-            };
-            if stopped {
-                break;
+            tokio::select! {
+                () = tokio::time::sleep(health.interval) => {}
+                _ = stop.wait_for(|s| *s) => break,
+                _ = ended.wait_for(|s| *s) => break,
             }
             gateway.pools()[pool].check().await;
         }

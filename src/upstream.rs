@@ -2,9 +2,12 @@
 //! handling (RFC 9110 §7.6.1), `X-Forwarded-*`, and responses streamed back frame by frame.
 //!
 //! The client's `Host` header is kept so that vLLM's redirects point back at the gateway.
+//! An `https://` member is reached over rustls with the roots (and optional client
+//! certificate) its policy configured; the server name checked is the member's host.
 
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -13,6 +16,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body::{Frame, SizeHint};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -23,7 +27,7 @@ use crate::error::GateError;
 /// The upstream vLLM and the client that reaches it.
 #[derive(Clone)]
 pub struct Upstream {
-    client: Client<HttpConnector, Body>,
+    client: Client<HttpsConnector<HttpConnector>, Body>,
     scheme: http::uri::Scheme,
     authority: http::uri::Authority,
     response_timeout: Duration,
@@ -35,6 +39,13 @@ impl Upstream {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(cfg.connect_timeout));
         connector.set_nodelay(true);
+        connector.enforce_http(false);
+        let tls = cfg.tls.as_deref().cloned().unwrap_or_else(plain_only);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(cfg.idle_timeout)
             .pool_timer(hyper_util::rt::TokioTimer::new())
@@ -183,6 +194,18 @@ impl Upstream {
         routes.dedup();
         Some(routes)
     }
+}
+
+/// A TLS configuration that trusts nothing, for members reached over plain HTTP (the
+/// connector needs one, and never uses it for `http://`).
+fn plain_only() -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map(|b| {
+            b.with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth()
+        })
+        .expect("ring supports the default protocol versions")
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

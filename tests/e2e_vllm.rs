@@ -384,6 +384,30 @@ async fn trusted_routing(client: &TestClient, g: &Gate, failures: &mut Vec<Strin
     }
 }
 
+/// `mmgate probe` against a real server or a gateway: exit 0 means every case matched.
+fn probe(target: SocketAddr, expect: &str, failures: &mut Vec<String>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mmgate"))
+        .args([
+            "probe",
+            "--target",
+            &format!("http://{target}"),
+            "--model",
+            "tiny",
+        ])
+        .args(["--expect", expect, "--timeout-seconds", "120"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("probe {target} --expect {expect}:\n{text}");
+    if out.status.code() != Some(0) {
+        failures.push(format!(
+            "probe {target} --expect {expect} exited {:?}:\n{text}{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+}
+
 fn log_lines(g: &Gate) -> usize {
     std::fs::read_to_string(&g.proc.log)
         .unwrap_or_default()
@@ -562,6 +586,13 @@ async fn real_vllm_end_to_end() {
             ));
         }
         println!("{family}: equivalence checked, {offending} offending requests");
+        // The acceptance probe: the real servers as they are, and the gateways in front
+        // (shadow in front of an untrusted 0.31 server is transparent: it answers like it).
+        probe(untrusted, "untrusted", &mut failures);
+        probe(trusted, "trusted", &mut failures);
+        probe(reject.addr, "untrusted", &mut failures);
+        probe(strip.addr, "strip", &mut failures);
+        probe(shadow.addr, "untrusted", &mut failures);
         if family == "serve" {
             let (first, all, ttfb_direct) = stream_chat(&client, untrusted).await;
             check_sse("direct", &first, &all, &mut failures);

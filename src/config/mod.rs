@@ -6,9 +6,11 @@
 mod clients;
 mod file;
 mod pools;
+mod tls;
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::Uri;
@@ -19,12 +21,22 @@ use crate::decide::{Mode, OnUnclassifiable};
 pub use clients::{digest, ClientConfig, Identity, KeyDigest, Rate, Unknown};
 use file::{Problems, Section};
 pub use pools::{Balance, HealthCheck, KeyRule, PoolConfig, PoolId, ValueRules};
+pub use tls::{ClientAuth, ServerTls};
 
 /// The validated runtime configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Data-plane listener.
+    /// Data-plane listener (TLS when [`Config::tls`] is set).
     pub listen: SocketAddr,
+    /// An extra plain-HTTP data-plane listener beside the TLS one (`listen.plain_addr`,
+    /// e.g. loopback for a sidecar).
+    pub plain: Option<SocketAddr>,
+    /// The TLS listener's certificate and client-certificate check (`[tls]`).
+    pub tls: Option<ServerTls>,
+    /// Live reload (`[reload]`).
+    pub reload: Reload,
+    /// Every certificate, key and CA file the policy names (watched for changes).
+    pub watched: Vec<PathBuf>,
     /// Admin listener (`/metrics`, `/healthz`, `/readyz`).
     pub admin: SocketAddr,
     /// The upstream pools; `pools[0]` is `default` (from `[upstream]` or `[pools.default]`).
@@ -39,6 +51,23 @@ pub struct Config {
     pub gate: Gate,
     /// What mmgate knows of the upstream's configuration.
     pub vllm: Vllm,
+    /// What the offending-request log lines carry.
+    pub log: LogPolicy,
+}
+
+/// What the offending-request log lines carry beyond names (`[log]`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogPolicy {
+    /// Log the kwargs' scalar values, strings up to this many bytes (`kwargs_values = true`,
+    /// `max_value_len`); `None` logs key names only.
+    pub kwargs_values: Option<usize>,
+}
+
+/// Live reload of the policy and certificates (`[reload]`).
+#[derive(Debug, Clone, Copy)]
+pub struct Reload {
+    /// Poll the policy and certificate files for changes this often (`None`: SIGHUP only).
+    pub watch: Option<Duration>,
 }
 
 /// One upstream vLLM server (a pool member).
@@ -52,6 +81,8 @@ pub struct Upstream {
     pub response_timeout: Duration,
     /// How long idle keep-alive connections are kept.
     pub idle_timeout: Duration,
+    /// TLS for an `https://` member (roots, optional client certificate).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// Request limits.
@@ -133,7 +164,19 @@ impl Config {
         let mut listen = root.section("listen", &mut p);
         let addr = addr_or(&mut listen, "addr", "0.0.0.0:8080", &mut p);
         let admin = addr_or(&mut listen, "admin", "127.0.0.1:9464", &mut p);
+        let plain = listen
+            .str("plain_addr", &mut p)
+            .map(|_| addr_or(&mut listen, "plain_addr", "127.0.0.1:0", &mut p));
         listen.finish(&mut p);
+        let mut watched = Vec::new();
+        let tls = tls::server(root.section("tls", &mut p), &mut watched, &mut p);
+        if plain.is_some() && tls.is_none() {
+            p.add(
+                "listen.plain_addr",
+                "only with [tls] (listen.addr is plain HTTP without it)",
+            );
+        }
+        let reload = reload(root.section("reload", &mut p), &mut p);
 
         let mut lim = root.section("limits", &mut p);
         let limits = Limits {
@@ -148,7 +191,7 @@ impl Config {
             body_timeout: ms(&mut lim, "body_timeout_ms", 120_000, &mut p),
         };
         lim.finish(&mut p);
-        let pools = pools::pools(&mut root, limits.max_body_bytes, &mut p);
+        let pools = pools::pools(&mut root, limits.max_body_bytes, &mut watched, &mut p);
         let identity = clients::identity(root.section("identity", &mut p), &mut p);
         let clients = clients::clients(root.section("clients", &mut p), &identity, &pools, &mut p);
 
@@ -170,18 +213,24 @@ impl Config {
             discover_routes: v.bool("discover_routes", &mut p).unwrap_or(true),
         };
         v.finish(&mut p);
+        let log = log_policy(root.section("log", &mut p), &mut p);
         root.finish(&mut p);
 
         match p.0.is_empty() && !pools.is_empty() {
             true => Ok(Config {
                 listen: addr,
                 admin,
+                plain,
+                tls,
+                reload,
+                watched,
                 pools,
                 identity,
                 clients,
                 limits,
                 gate,
                 vllm,
+                log,
             }),
             false => Err(ConfigError::Invalid(p.0)),
         }
@@ -236,6 +285,24 @@ fn gate(mut s: Section<'_>, p: &mut Problems) -> Gate {
     }
 }
 
+fn reload(mut s: Section<'_>, p: &mut Problems) -> Reload {
+    let watch = s.bool("watch", p).unwrap_or(true);
+    let interval = ms(&mut s, "interval_ms", 2_000, p);
+    s.finish(p);
+    Reload {
+        watch: watch.then_some(interval),
+    }
+}
+
+fn log_policy(mut s: Section<'_>, p: &mut Problems) -> LogPolicy {
+    let on = s.bool("kwargs_values", p).unwrap_or(false);
+    let max = s.positive("max_value_len", 255, p).unwrap_or(64) as usize;
+    s.finish(p);
+    LogPolicy {
+        kwargs_values: on.then_some(max),
+    }
+}
+
 fn parse_mode(m: &str, path: &str, p: &mut Problems) -> Option<Mode> {
     let mode = match m {
         "pass" => Mode::Pass,
@@ -282,8 +349,11 @@ fn upstream_url(u: &str, path: &str, p: &mut Problems) -> Option<Uri> {
             return None;
         }
     };
-    if uri.scheme_str() != Some("http") || uri.authority().is_none() {
-        p.add(&at, format!("\"{u}\" must be an http:// URL with a host"));
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.authority().is_none() {
+        p.add(
+            &at,
+            format!("\"{u}\" must be an http:// or https:// URL with a host"),
+        );
         return None;
     }
     if uri.path() != "/" && !uri.path().is_empty() {

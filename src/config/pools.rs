@@ -2,6 +2,7 @@
 //! [`PoolConfig`]s, including the value limits a trusted pool puts on the kwargs.
 
 use std::num::NonZeroU32;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::file::{Problems, Section};
@@ -89,6 +90,7 @@ pub struct PoolConfig {
 pub(super) fn pools(
     root: &mut Section<'_>,
     body_limit: usize,
+    watched: &mut Vec<PathBuf>,
     p: &mut Problems,
 ) -> Vec<PoolConfig> {
     let mut up = root.section("upstream", p);
@@ -105,7 +107,7 @@ pub(super) fn pools(
                 None
             }
         };
-        let member = timeouts(&mut up, url, p);
+        let member = timeouts(&mut up, url, watched, p);
         out.push(PoolConfig {
             name: "default".into(),
             members: member.into_iter().collect(),
@@ -128,7 +130,7 @@ pub(super) fn pools(
             );
             continue;
         }
-        out.extend(pool(name, s, body_limit, p));
+        out.extend(pool(name, s, body_limit, watched, p));
     }
     tables.finish_free();
     match out.iter().position(|pool| pool.name == "default") {
@@ -148,15 +150,41 @@ pub(super) fn pools(
     out
 }
 
-fn timeouts(s: &mut Section<'_>, url: Option<http::Uri>, p: &mut Problems) -> Option<Upstream> {
+/// The member settings of `[upstream]` or a pool: timeouts, and TLS when `url` (the pool's
+/// first `https://` member, if any) needs it.
+fn timeouts(
+    s: &mut Section<'_>,
+    url: Option<http::Uri>,
+    watched: &mut Vec<PathBuf>,
+    p: &mut Problems,
+) -> Option<Upstream> {
     let connect_timeout = ms(s, "connect_timeout_ms", 2_000, p);
     let response_timeout = ms(s, "response_timeout_ms", 600_000, p);
     let idle_timeout = ms(s, "idle_timeout_ms", 90_000, p);
+    let ca = s.str("tls_ca", p);
+    let cert = s.str("tls_cert", p);
+    let key = s.str("tls_key", p);
+    let https = url
+        .as_ref()
+        .is_some_and(|u| u.scheme_str() == Some("https"));
+    let path = s.path().to_string();
+    let tls = match (https, ca.or(cert).or(key)) {
+        (true, _) => Some(super::tls::upstream(&path, ca, cert, key, watched, p)?),
+        (false, Some(_)) => {
+            p.add(
+                &path,
+                "tls_ca / tls_cert / tls_key set, but no member is https://",
+            );
+            None
+        }
+        (false, None) => None,
+    };
     url.map(|url| Upstream {
         url,
         connect_timeout,
         response_timeout,
         idle_timeout,
+        tls,
     })
 }
 
@@ -164,6 +192,7 @@ fn pool(
     name: String,
     mut s: Section<'_>,
     body_limit: usize,
+    watched: &mut Vec<PathBuf>,
     p: &mut Problems,
 ) -> Option<PoolConfig> {
     let path = s.path().to_string();
@@ -185,7 +214,14 @@ fn pool(
         .enumerate()
         .map(|(i, u)| upstream_url(u, &format!("{path}.members[{i}]"), p))
         .collect();
-    let template = timeouts(&mut s, Some(http::Uri::from_static("http://127.0.0.1")), p);
+    let first_https = parsed
+        .iter()
+        .flatten()
+        .find(|u| u.scheme_str() == Some("https"));
+    let template_url = first_https
+        .cloned()
+        .unwrap_or(http::Uri::from_static("http://127.0.0.1"));
+    let template = timeouts(&mut s, Some(template_url), watched, p);
     let members = parsed
         .into_iter()
         .flatten()

@@ -189,3 +189,24 @@ fn shipped_trusted_pool_policy_loads() {
     let partners = c.clients.iter().find(|k| k.name == "partners").unwrap();
     assert_eq!(partners.header_ids.len(), 2);
 }
+
+#[test]
+fn plain_by_default_with_reload_watching() {
+    let c = Config::parse(MINIMAL).unwrap();
+    assert!(c.tls.is_none() && c.plain.is_none() && c.watched.is_empty());
+    assert_eq!(c.reload.watch, Some(Duration::from_millis(2000)));
+    let c = Config::parse(&format!("{MINIMAL}[reload]\nwatch = false\n")).unwrap();
+    assert_eq!(c.reload.watch, None);
+    assert!(c.pools[0].members[0].tls.is_none());
+}
+
+#[test]
+fn https_members_get_a_tls_client_with_the_system_roots() {
+    let c = Config::parse(
+        "[pools.default]\nmembers = [\"http://127.0.0.1:1\", \"https://vllm.internal:8443\"]\n",
+    )
+    .unwrap();
+    assert!(c.pools[0].members.iter().all(|m| m.tls.is_some()));
+    let err = Config::parse("[upstream]\nurl = \"ftp://127.0.0.1:1\"\n").unwrap_err();
+    assert!(err.to_string().contains("http:// or https://"), "{err}");
+}

@@ -58,3 +58,25 @@ fn retry_after_rounds_up_to_whole_seconds() {
     assert_eq!(retry_secs(Duration::from_millis(1500)), 2);
     assert_eq!(retry_secs(Duration::from_secs(3)), 3);
 }
+
+#[tokio::test]
+async fn a_successor_keeps_held_permits_and_spent_rate_where_bounds_are_unchanged() {
+    let (l, _) = limits("rate_per_second = 1\nburst = 1\n");
+    let a = ClientId::Named(0);
+    l.check_rate(a).unwrap();
+    let held = l.admit(0, a).await.unwrap();
+    let same = Config::parse(&format!(
+        "[pools.default]\nmembers = [\"http://127.0.0.1:2\"]\nhealth_check = false\nmax_concurrency = 1\nqueue_timeout_ms = 20\n\
+         [clients.a]\nkey_sha256 = [\"{}\"]\nrate_per_second = 1\nburst = 1\n",
+        hex::encode(crate::config::digest("k"))
+    ))
+    .unwrap();
+    let next = l.successor(&same, &Metrics::new());
+    assert!(next.check_rate(a).is_err(), "the spent burst stays spent");
+    assert!(
+        next.admit(0, a).await.is_err(),
+        "the held pool permit still counts"
+    );
+    drop(held);
+    next.admit(0, a).await.unwrap();
+}

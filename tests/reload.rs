@@ -1,0 +1,269 @@
+//! Live reload: a valid policy is swapped in, an invalid one is refused while the old one
+//! keeps serving (and counted), an open stream finishes under the old policy while new
+//! requests use the new one, rate limits keep their state, the file watcher notices a
+//! change, a rotated server certificate is served, and SIGHUP reloads the real binary.
+
+mod support;
+mod tls_support;
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use governor::clock::FakeRelativeClock;
+use mmgate::limits::RateClock;
+use support::*;
+use tls_support::*;
+use tokio::sync::Semaphore;
+
+const CHAT: &str = "/v1/chat/completions";
+const KWARGS_BODY: &str =
+    r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"max_pixels":1003520}}"#;
+
+fn policy(fake: &FakeVllm, mode: &str, extra: &str) -> String {
+    format!(
+        "[upstream]\nurl = \"{}\"\n[gate]\ndefault = \"{mode}\"\n[reload]\nwatch = false\n{extra}",
+        fake.url()
+    )
+}
+
+async fn start(path: &std::path::Path, clock: Option<RateClock>) -> mmgate::server::Running {
+    mmgate::server::start_file(path, Duration::from_secs(5), clock.unwrap_or_default())
+        .await
+        .unwrap()
+}
+
+async fn reloads(gw: &mmgate::server::Running, result: &str) -> f64 {
+    let name = format!("mmgate_config_reloads_total{{result=\"{result}\"}}");
+    metric(&client(), gw.admin, &name).await.unwrap_or(-1.0)
+}
+
+#[tokio::test]
+async fn a_valid_policy_is_swapped_in_and_an_invalid_one_keeps_the_old_serving() {
+    let fake = FakeVllm::start().await;
+    let path = scratch("valid").join("policy.toml");
+    write_policy(&path, &policy(&fake, "shadow", ""));
+    let gw = start(&path, None).await;
+    let c = client();
+    assert_eq!(post_json(&c, gw.addr, CHAT, KWARGS_BODY).await.status, 200);
+
+    write_policy(&path, &policy(&fake, "reject", ""));
+    gw.reload().await.unwrap();
+    let r = post_json(&c, gw.addr, CHAT, KWARGS_BODY).await;
+    assert_eq!(r.text(), mmgate::error::GATE_BODY_MM_PROCESSOR_KWARGS);
+    assert_eq!(reloads(&gw, "success").await, 1.0);
+
+    // An unknown key, then a bad value, then a certificate that does not exist: each is
+    // refused whole, and the reject policy keeps serving.
+    for bad in [
+        policy(&fake, "pass", "[limits]\nmax_body = 1\n"),
+        policy(&fake, "sometimes", ""),
+        policy(
+            &fake,
+            "pass",
+            "[tls]\ncert = \"/nonexistent.pem\"\nkey = \"/nonexistent.key\"\n",
+        ),
+    ] {
+        write_policy(&path, &bad);
+        let err = gw.reload().await.unwrap_err().to_string();
+        assert!(!err.is_empty());
+        let r = post_json(&c, gw.addr, CHAT, KWARGS_BODY).await;
+        assert_eq!(r.status, 400, "the old policy keeps serving");
+    }
+    assert_eq!(reloads(&gw, "failure").await, 3.0);
+    assert_eq!(reloads(&gw, "success").await, 1.0);
+
+    // Changing the listeners needs a restart: refused too.
+    write_policy(
+        &path,
+        &format!(
+            "[listen]\naddr = \"127.0.0.1:1\"\n{}",
+            policy(&fake, "pass", "")
+        ),
+    );
+    assert!(gw
+        .reload()
+        .await
+        .unwrap_err()
+        .to_string()
+        .contains("restart"));
+    assert_eq!(reloads(&gw, "failure").await, 4.0);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_open_stream_finishes_under_the_old_policy_while_new_requests_use_the_new() {
+    let gate = Arc::new(Semaphore::new(0));
+    let fake = FakeVllm::start_with(FakeOpts {
+        sse_gate: Some(gate.clone()),
+        ..Default::default()
+    })
+    .await;
+    let path = scratch("stream").join("policy.toml");
+    write_policy(&path, &policy(&fake, "shadow", ""));
+    let gw = start(&path, None).await;
+
+    // Shadow forwards the offending stream; its first event arrives, the rest is held.
+    let mut stream = Stream::open(gw.addr, true).await;
+    assert_eq!(stream.status, 200);
+    let first = stream.next().await.unwrap().unwrap();
+    assert_eq!(first, sse_event(0));
+
+    write_policy(&path, &policy(&fake, "reject", ""));
+    gw.reload().await.unwrap();
+    let r = post_json(&client(), gw.addr, CHAT, KWARGS_BODY).await;
+    assert_eq!(r.text(), mmgate::error::GATE_BODY_MM_PROCESSOR_KWARGS);
+
+    gate.add_permits(1);
+    let rest = stream.rest().await.unwrap();
+    assert!(rest.starts_with(std::str::from_utf8(&sse_event(1)).unwrap()));
+    assert!(rest.ends_with("data: [DONE]\n\n"), "{rest}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_surviving_clients_rate_limit_is_not_refilled_by_a_reload() {
+    let fake = FakeVllm::start().await;
+    let path = scratch("rate").join("policy.toml");
+    let key = hex::encode(mmgate::config::digest("sk-rate"));
+    let client_table =
+        format!("[clients.app]\nkey_sha256 = [\"{key}\"]\nrate_per_second = 1\nburst = 1\n");
+    write_policy(&path, &policy(&fake, "shadow", &client_table));
+    let clock = FakeRelativeClock::default();
+    let gw = start(&path, Some(RateClock::Fake(clock.clone()))).await;
+    let c = client();
+    let auth = [("authorization", "Bearer sk-rate")];
+    let call = || send(&c, gw.addr, "GET", "/v1/models", &auth, "");
+    assert_eq!(call().await.status, 200);
+    assert_eq!(call().await.status, 429);
+
+    // Same client, same rate, another gate mode: the spent burst stays spent.
+    write_policy(&path, &policy(&fake, "strip", &client_table));
+    gw.reload().await.unwrap();
+    assert_eq!(call().await.status, 429);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(call().await.status, 200);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn the_file_watcher_reloads_a_changed_policy() {
+    let fake = FakeVllm::start().await;
+    let path = scratch("watch").join("policy.toml");
+    let watching = |mode: &str| {
+        format!(
+            "[upstream]\nurl = \"{}\"\n[gate]\ndefault = \"{mode}\"\n[reload]\ninterval_ms = 20\n",
+            fake.url()
+        )
+    };
+    write_policy(&path, &watching("shadow"));
+    let gw = start(&path, None).await;
+    let c = client();
+    assert_eq!(post_json(&c, gw.addr, CHAT, KWARGS_BODY).await.status, 200);
+    write_policy(&path, &watching("reject"));
+    eventually("the watcher to swap in the reject policy", || async {
+        post_json(&c, gw.addr, CHAT, KWARGS_BODY).await.status == 400
+    })
+    .await;
+    assert_eq!(reloads(&gw, "success").await, 1.0);
+    // A broken file is counted once, and the reject policy keeps serving.
+    write_policy(&path, &format!("{}[nonsense]\n", watching("pass")));
+    eventually("the watcher to refuse the broken policy", || async {
+        reloads(&gw, "failure").await == 1.0
+    })
+    .await;
+    assert_eq!(post_json(&c, gw.addr, CHAT, KWARGS_BODY).await.status, 400);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_rotated_server_certificate_is_served_after_reload() {
+    let dir = scratch("rotate");
+    let pki = Pki::new(&dir, "gw");
+    let first = pki.server("first");
+    let second = pki.server("second");
+    let fake = FakeVllm::start().await;
+    let path = dir.join("policy.toml");
+    let with = |leaf: &Leaf| {
+        format!(
+            "{}{}",
+            policy(&fake, "shadow", ""),
+            tls_section(&pki, leaf, "none")
+        )
+    };
+    write_policy(&path, &with(&first));
+    let gw = start(&path, None).await;
+    let presented = || async {
+        let tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(pki.client_config(None)))
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        tls.get_ref().1.peer_certificates().unwrap()[0].clone()
+    };
+    assert_eq!(presented().await, first.der);
+    write_policy(&path, &with(&second));
+    gw.reload().await.unwrap();
+    assert_eq!(presented().await, second.der);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn sighup_reloads_the_real_binary() {
+    let fake = FakeVllm::start().await;
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    };
+    let (listen, admin) = (free(), free());
+    let path = scratch("sighup").join("policy.toml");
+    let text = |mode: &str| {
+        format!(
+            "[listen]\naddr = \"{listen}\"\nadmin = \"{admin}\"\n{}",
+            policy(&fake, mode, "")
+        )
+    };
+    write_policy(&path, &text("shadow"));
+    let child = Command::new(env!("CARGO_BIN_EXE_mmgate"))
+        .args(["serve", "--policy", path.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = Kill(child);
+    let c = client();
+    let up = |addr| {
+        let c = c.clone();
+        async move {
+            let req = http::Request::get(format!("http://{addr}/healthz"))
+                .body(http_body_util::Full::new(bytes::Bytes::new()))
+                .unwrap();
+            c.request(req).await.is_ok()
+        }
+    };
+    eventually("the binary to listen", || up(admin)).await;
+    assert_eq!(post_json(&c, listen, CHAT, KWARGS_BODY).await.status, 200);
+    write_policy(&path, &text("reject"));
+    let pid = child.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    eventually("SIGHUP to swap in the reject policy", || async {
+        post_json(&c, listen, CHAT, KWARGS_BODY).await.status == 400
+    })
+    .await;
+    let name = "mmgate_config_reloads_total{result=\"success\"}";
+    assert_eq!(metric(&c, admin, name).await, Some(1.0));
+}

@@ -1,0 +1,307 @@
+//! `mmgate report` over the committed fixture log (tests/data/offending.log: thirteen
+//! offending-request lines from five clients, one non-log line), and the defaults advisor's
+//! proposal on it; plus the `[log]` policy switch that makes the values appear.
+
+mod support;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mmgate");
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/offending.log");
+
+fn report(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(BIN)
+        .arg("report")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or_default()).unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    out
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn the_json_inventory_counts_each_client_route_and_field() {
+    let out = report(&["--json", FIXTURE], None);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("skipped 1 line"));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 8);
+    assert_eq!(v["overflow"], 0);
+    // Highest count first.
+    let counts: Vec<u64> = rows.iter().map(|r| r["count"].as_u64().unwrap()).collect();
+    assert_eq!(counts, [4, 4, 3, 2, 1, 1, 1, 1]);
+    let find = |client: &str, ua: Option<&str>, route: &str, field: &str| {
+        rows.iter()
+            .find(|r| {
+                r["client"] == client
+                    && r["user_agent"].as_str() == ua
+                    && r["route"] == route
+                    && r["field"] == field
+            })
+            .unwrap_or_else(|| panic!("no row {client} {route} {field}"))
+            .clone()
+    };
+    let anon = find(
+        "anonymous",
+        Some("OpenAI/Python 1.30.0"),
+        "chat",
+        "mm_processor_kwargs",
+    );
+    assert_eq!(anon["client_addr"], "10.0.0.7");
+    assert_eq!(anon["count"], 3);
+    assert_eq!(anon["first_seen"], "2026-11-01T04:00:00.000Z");
+    assert_eq!(anon["last_seen"], "2026-11-01T06:00:00.000Z");
+    let curl = find(
+        "anonymous",
+        Some("curl/8.5.0"),
+        "chat",
+        "mm_processor_kwargs",
+    );
+    assert_eq!(curl["keys"], json!(["max_pixels", "min_pixels"]));
+    // A named client is one row whatever its address or user agent.
+    let batch = find("batch-job", None, "completions", "mm_processor_kwargs");
+    assert_eq!(
+        (batch["count"].clone(), batch["client_addr"].clone()),
+        (json!(2), Value::Null)
+    );
+    assert_eq!(
+        batch["last_seen"], "2026-11-02T10:00:00.000Z",
+        "last seen spans days"
+    );
+}
+
+#[test]
+fn table_and_csv_show_the_same_rows_and_stdin_reads_like_a_file() {
+    let table = stdout(&report(&[FIXTURE], None));
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 9, "{table}");
+    assert!(lines[0].starts_with("client") && lines[0].contains("first seen"));
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("10.0.0.9 (curl/8.5.0)") && l.ends_with("max_pixels,min_pixels")));
+
+    let csv = stdout(&report(&["--csv", FIXTURE], None));
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows.len(), 9);
+    assert_eq!(
+        rows[0],
+        "client,client_addr,user_agent,route,field,count,first_seen,last_seen,keys"
+    );
+    assert!(rows.contains(
+        &"anonymous,10.0.0.9,curl/8.5.0,chat,mm_processor_kwargs,1,2026-11-01T08:00:00.000Z,2026-11-01T08:00:00.000Z,max_pixels min_pixels"
+    ));
+    let log = std::fs::read(FIXTURE).unwrap();
+    assert_eq!(stdout(&report(&["--csv", "-"], Some(&log))), csv);
+    assert_eq!(stdout(&report(&["--csv"], Some(&log))), csv);
+    // Two files count twice.
+    let twice: Value =
+        serde_json::from_slice(&report(&["--json", FIXTURE, FIXTURE], None).stdout).unwrap();
+    assert_eq!(twice["rows"][0]["count"], 8);
+}
+
+#[test]
+fn the_advisor_proposes_the_values_most_clients_send_with_their_share() {
+    let v: Value =
+        serde_json::from_slice(&report(&["--suggest", "--json", FIXTURE], None).stdout).unwrap();
+    let mm = &v["fields"][0];
+    assert_eq!(mm["flag"], "--mm-processor-kwargs");
+    // min_pixels is sent by one client of four: not proposed.
+    assert_eq!(mm["proposal"], json!({"max_pixels": 1003520}));
+    assert_eq!(
+        (mm["redundant"].clone(), mm["requests"].clone()),
+        (json!(9), json!(11))
+    );
+    assert_eq!(mm["keys"][0]["clients_agreeing"], 3);
+    let differing: Vec<&str> = mm["differing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["client"].as_str().unwrap())
+        .collect();
+    assert_eq!(differing, ["10.0.0.9 (curl/8.5.0)", "legacy"]);
+    assert_eq!(
+        mm["differing"][0]["values"],
+        json!({"max_pixels": 200704, "min_pixels": 3136})
+    );
+
+    let io = &v["fields"][1];
+    assert_eq!(io["flag"], "--media-io-kwargs");
+    assert_eq!(io["proposal"], json!({"video": {"num_frames": 8}}));
+    assert_eq!(
+        (io["redundant"].clone(), io["requests"].clone()),
+        (json!(5), json!(6))
+    );
+    assert_eq!(io["differing"][0]["client"], "batch-job");
+    assert_eq!(
+        io["differing"][0]["values"],
+        json!({"video.num_frames": 16})
+    );
+
+    assert_eq!(
+        (v["redundant"].clone(), v["requests"].clone()),
+        (json!(10), json!(13))
+    );
+    assert_eq!(v["without_values"], 1);
+
+    let text = stdout(&report(&["--suggest", FIXTURE], None));
+    assert!(
+        text.contains("--mm-processor-kwargs '{\"max_pixels\":1003520}'"),
+        "{text}"
+    );
+    assert!(
+        text.contains("--media-io-kwargs '{\"video\":{\"num_frames\":8}}'"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "makes 9 of 11 offending requests sending mm_processor_kwargs redundant (81.8%)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("batch-job: 1 request(s) not covered; sends video.num_frames=16"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_log_values_switch_is_opt_in_and_bounded() {
+    use mmgate::config::Config;
+    let base = "[upstream]\nurl = \"http://127.0.0.1:8000\"\n";
+    assert_eq!(Config::parse(base).unwrap().log.kwargs_values, None);
+    let on = Config::parse(&format!("{base}[log]\nkwargs_values = true\n")).unwrap();
+    assert_eq!(on.log.kwargs_values, Some(64));
+    let bounded = Config::parse(&format!(
+        "{base}[log]\nkwargs_values = true\nmax_value_len = 16\n"
+    ))
+    .unwrap();
+    assert_eq!(bounded.log.kwargs_values, Some(16));
+    let bad = Config::parse(&format!("{base}[log]\nmax_value_len = 1000\nvalues = 1\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        bad.contains("log.max_value_len: 1000 is out of range (1 to 255)"),
+        "{bad}"
+    );
+    assert!(bad.contains("log.values: unknown key"), "{bad}");
+}
+
+/// A child process killed when the test ends, pass or fail.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A loopback port nothing listens on (bound, then released).
+fn free_port() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// The whole loop with the real binary: `serve` with `[log] kwargs_values = true` logs the
+/// values, and `report --suggest` reads them back into a proposal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn served_values_feed_the_advisor() {
+    use std::io::{BufRead, BufReader};
+    let fake = support::FakeVllm::start().await;
+    let (listen, admin) = (free_port(), free_port());
+    let dir = std::env::temp_dir().join(format!("mmgate-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[listen]\naddr = \"{listen}\"\nadmin = \"{admin}\"\n[upstream]\nurl = \"{}\"\n\
+             [gate]\ndefault = \"shadow\"\n[log]\nkwargs_values = true\nmax_value_len = 8\n",
+            fake.url()
+        ),
+    )
+    .unwrap();
+    let mut child = Killed(
+        Command::new(BIN)
+            .args(["serve", "--policy", policy.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = BufReader::new(child.0.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let http = support::client();
+    let mut up = false;
+    for _ in 0..500 {
+        let probe = http.get(format!("http://{admin}/healthz").parse().unwrap());
+        if tokio::time::timeout(std::time::Duration::from_secs(1), probe)
+            .await
+            .is_ok_and(|r| r.is_ok_and(|r| r.status() == 200))
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await; // poll interval
+    }
+    assert!(up, "/healthz answered");
+    let body = |pixels: u32| {
+        format!(
+            r#"{{"model":"tiny","messages":[],"mm_processor_kwargs":{{"max_pixels":{pixels},"mode":"fast","note":"far too long a string","a":[1]}}}}"#
+        )
+    };
+    for pixels in [1003520, 1003520, 200704] {
+        let r = support::post_json(&http, listen, "/v1/chat/completions", &body(pixels)).await;
+        assert_eq!(r.status, 200);
+    }
+    let lines: Vec<String> = (0..3)
+        .map(|_| {
+            rx.recv_timeout(std::time::Duration::from_secs(10))
+                .expect("a log line")
+        })
+        .collect();
+    drop(child);
+    let first: Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(
+        first["fields"][0]["values"],
+        json!({"max_pixels": 1003520, "mode": "fast"}),
+        "scalars only, strings up to 8 bytes"
+    );
+    assert_eq!(
+        first["fields"][0]["keys"],
+        json!(["max_pixels", "mode", "note", "a"])
+    );
+    let log = lines.join("\n");
+    let out = report(&["--suggest", "--json", "-"], Some(log.as_bytes()));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // One anonymous client whose requests hold keys that were not logged: a proposal from
+    // its values, but no request is covered.
+    assert_eq!(
+        v["fields"][0]["proposal"],
+        json!({"max_pixels": 1003520, "mode": "fast"})
+    );
+    assert_eq!(v["fields"][0]["redundant"], 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

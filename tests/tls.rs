@@ -1,0 +1,340 @@
+//! TLS: the data-plane listener (handshake, ALPN, versions), mTLS identity end to end
+//! (`required` and `optional`), the plain listener beside it, and `https://` upstreams with a
+//! configured CA and a client certificate. Certificates are made at test time with rcgen.
+
+mod support;
+mod tls_support;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use mmgate::config::Config;
+use support::*;
+use tls_support::*;
+
+const CHAT: &str = "/v1/chat/completions";
+const KWARGS_BODY: &str = r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"mm_processor_kwargs":{"max_pixels":1003520}}"#;
+
+async fn tls_post(c: &TlsClient, addr: std::net::SocketAddr, body: &str) -> Result<Reply, String> {
+    let req = http::Request::post(format!("https://127.0.0.1:{}{CHAT}", addr.port()))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let res = c.request(req).await.map_err(|e| format!("{e:?}"))?;
+    let (parts, body) = res.into_parts();
+    let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok(Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    })
+}
+
+/// Two pools (default, trusted) behind a TLS listener; `vision` is identified by its
+/// certificate's SAN and routed to the trusted pool.
+fn mtls_policy(pki: &Pki, server: &Leaf, client_auth: &str, extra: &str) -> String {
+    format!(
+        r#"{}
+[gate]
+default = "strip"
+[pools.default]
+members = ["{{DEFAULT}}"]
+health_check = false
+[pools.trusted]
+members = ["{{TRUSTED}}"]
+trusted = true
+health_check = false
+allow_unknown_keys = true
+[clients.vision]
+certificate_names = ["vision.clients.test"]
+trusted = true
+mode = "route"
+route_to = "trusted"
+{extra}"#,
+        tls_section(pki, server, client_auth)
+    )
+}
+
+#[tokio::test]
+async fn tls_handshake_offers_h2_and_http1_over_tls_1_2_and_1_3_only() {
+    let dir = scratch("handshake");
+    let pki = Pki::new(&dir, "gw");
+    let server = pki.server("server");
+    let fake = FakeVllm::start().await;
+    let gw = gateway(&tls_section(&pki, &server, "none"), &fake).await;
+
+    // ALPN h2 over TLS 1.3; a TLS 1.2-only client is served too, with http/1.1.
+    for (versions, alpn, want) in [
+        (
+            &[&rustls::version::TLS13][..],
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+            (rustls::ProtocolVersion::TLSv1_3, &b"h2"[..]),
+        ),
+        (
+            &[&rustls::version::TLS12][..],
+            vec![b"http/1.1".to_vec()],
+            (rustls::ProtocolVersion::TLSv1_2, &b"http/1.1"[..]),
+        ),
+    ] {
+        let mut config = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(versions)
+            .unwrap()
+            .with_root_certificates(pki.roots())
+            .with_no_client_auth();
+        config.alpn_protocols = alpn;
+        let tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        let (_, session) = tls.get_ref();
+        assert_eq!(session.protocol_version(), Some(want.0));
+        assert_eq!(session.alpn_protocol(), Some(want.1));
+    }
+
+    // A request over HTTPS (h2 negotiated) reaches the upstream.
+    let c = tls_client(&pki, None);
+    let req = http::Request::get(format!("https://127.0.0.1:{}/v1/models", gw.addr.port()))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let res = c.request(req).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.version(), http::Version::HTTP_2);
+
+    // A client that does not trust the gateway's CA fails the handshake.
+    let other = Pki::new(&dir, "other");
+    let stranger = tls_client(&other, None);
+    assert!(tls_post(&stranger, gw.addr, KWARGS_BODY).await.is_err());
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn client_certificate_san_identifies_a_trusted_client_end_to_end() {
+    let dir = scratch("mtls");
+    let pki = Pki::new(&dir, "gw");
+    let server = pki.server("server");
+    let vision = pki.client("vision", "Vision Team", &["vision.clients.test"]);
+    let someone = pki.client("someone", "someone", &["someone.clients.test"]);
+    let default = FakeVllm::start().await;
+    let trusted = FakeVllm::start().await;
+    let gw = gateway_with(
+        &mtls_policy(&pki, &server, "required", ""),
+        &[("DEFAULT", default.url()), ("TRUSTED", trusted.url())],
+        None,
+    )
+    .await;
+
+    // The SAN maps to `vision`: its offending request goes to the trusted pool as sent.
+    let r = tls_post(&tls_client(&pki, Some(&vision)), gw.addr, KWARGS_BODY)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(trusted.received().len(), 1);
+    assert_eq!(trusted.received()[0].body, KWARGS_BODY.as_bytes());
+    assert_eq!(trusted.received()[0].headers["x-forwarded-proto"], "https");
+    assert!(default.received().is_empty());
+
+    // A verified certificate naming no client is anonymous: stripped, to the default pool.
+    let r = tls_post(&tls_client(&pki, Some(&someone)), gw.addr, KWARGS_BODY)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.headers["x-mmgate-stripped"], "mm_processor_kwargs");
+    assert_eq!(default.received().len(), 1);
+
+    let c = client();
+    let via = |v: &str| format!("mmgate_identified_requests_total{{via=\"{v}\"}}");
+    assert_eq!(metric(&c, gw.admin, &via("certificate")).await, Some(1.0));
+    assert_eq!(metric(&c, gw.admin, &via("anonymous")).await, Some(1.0));
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn required_client_auth_refuses_a_client_without_a_certificate() {
+    let dir = scratch("required");
+    let pki = Pki::new(&dir, "gw");
+    let server = pki.server("server");
+    let default = FakeVllm::start().await;
+    let trusted = FakeVllm::start().await;
+    let gw = gateway_with(
+        &mtls_policy(&pki, &server, "required", ""),
+        &[("DEFAULT", default.url()), ("TRUSTED", trusted.url())],
+        None,
+    )
+    .await;
+    // Without a certificate, and with one from a CA the gateway does not trust.
+    let other = Pki::new(&dir, "other");
+    let foreign = other.client("foreign", "vision", &["vision.clients.test"]);
+    for identity in [None, Some(&foreign)] {
+        let r = tls_post(&tls_client(&pki, identity), gw.addr, KWARGS_BODY).await;
+        assert!(r.is_err(), "served without a valid certificate: {r:?}");
+    }
+    assert!(default.received().is_empty() && trusted.received().is_empty());
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn optional_client_auth_serves_clients_without_a_certificate_by_their_key() {
+    let dir = scratch("optional");
+    let pki = Pki::new(&dir, "gw");
+    let server = pki.server("server");
+    let vision = pki.client("vision", "vision.clients.test", &[]);
+    let default = FakeVllm::start().await;
+    let trusted = FakeVllm::start().await;
+    let extra = "[identity]\nunknown = \"reject\"\n";
+    let gw = gateway_with(
+        &mtls_policy(&pki, &server, "optional", extra),
+        &[("DEFAULT", default.url()), ("TRUSTED", trusted.url())],
+        None,
+    )
+    .await;
+    // No certificate: the handshake succeeds, and with no other credential it is a 401.
+    let r = tls_post(&tls_client(&pki, None), gw.addr, KWARGS_BODY)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 401);
+    // The subject CN identifies the client too.
+    let r = tls_post(&tls_client(&pki, Some(&vision)), gw.addr, KWARGS_BODY)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(trusted.received().len(), 1);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn plain_http_stays_available_beside_the_tls_listener() {
+    let dir = scratch("plain");
+    let pki = Pki::new(&dir, "gw");
+    let server = pki.server("server");
+    let fake = FakeVllm::start().await;
+    let policy = format!(
+        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\nplain_addr = \"127.0.0.1:0\"\n[upstream]\nurl = \"{}\"\n{}",
+        fake.url(),
+        tls_section(&pki, &server, "none")
+    );
+    let config = Config::parse(&policy).unwrap();
+    let gw = mmgate::server::start(config, std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+    let plain = gw.plain.expect("a plain listener");
+    let r = post_json(&client(), plain, CHAT, KWARGS_BODY).await;
+    assert_eq!(r.status, 200);
+    let r = tls_post(&tls_client(&pki, None), gw.addr, KWARGS_BODY)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(fake.received().len(), 2);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn https_upstream_with_a_configured_ca_and_client_certificate() {
+    let dir = scratch("upstream");
+    let pki = Pki::new(&dir, "up");
+    let server = pki.server("upstream");
+    let me = pki.client("gateway", "mmgate", &["gateway.test"]);
+    let up = TlsUpstream::start(&pki, &server, true).await;
+    let ca = pki.ca_pem.display().to_string();
+    let with_cert = format!(
+        "[upstream]\nurl = \"{}\"\ntls_ca = {ca:?}\ntls_cert = {:?}\ntls_key = {:?}\n[vllm]\ndiscover_models = false\ndiscover_routes = false\n",
+        up.url(),
+        me.cert_pem.display().to_string(),
+        me.key_pem.display().to_string()
+    );
+    let gw = gateway_with(&with_cert, &[], None).await;
+    let r = post_json(&client(), gw.addr, CHAT, KWARGS_BODY).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains("tls_upstream"), "{}", r.text());
+    assert_eq!(up.hits.load(Ordering::Relaxed), 1);
+    gw.stop().await;
+
+    // Without the client certificate the upstream refuses the handshake: a 502.
+    let without = format!(
+        "[upstream]\nurl = \"{}\"\ntls_ca = {ca:?}\n[vllm]\ndiscover_models = false\ndiscover_routes = false\n",
+        up.url()
+    );
+    let gw = gateway_with(&without, &[], None).await;
+    let r = post_json(&client(), gw.addr, CHAT, KWARGS_BODY).await;
+    assert_eq!(r.status, 502, "{}", r.text());
+    gw.stop().await;
+}
+
+#[test]
+fn tls_policy_problems_name_their_fields() {
+    let dir = scratch("problems");
+    let pki = Pki::new(&dir, "gw");
+    let server = pki.server("server");
+    let base = "[upstream]\nurl = \"http://127.0.0.1:1\"\n";
+    let cases = [
+        (
+            "[tls]\nkey = \"/nonexistent.key\"\n".to_string(),
+            "tls.cert: missing",
+        ),
+        (
+            format!(
+                "[tls]\ncert = {:?}\nkey = \"/nonexistent.key\"\n",
+                server.cert_pem.display().to_string()
+            ),
+            "tls.key: cannot read",
+        ),
+        (
+            tls_section(&pki, &server, "none").replace("\"none\"", "\"sometimes\""),
+            "tls.client_auth",
+        ),
+        (
+            tls_section(&pki, &server, "required").replace("client_ca", "#"),
+            "tls.client_ca: missing",
+        ),
+        (
+            "[listen]\nplain_addr = \"127.0.0.1:0\"\n".into(),
+            "listen.plain_addr",
+        ),
+    ];
+    for (extra, want) in cases {
+        let err = Config::parse(&format!("{base}{extra}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want), "{want:?} not in {err}");
+    }
+    let err = Config::parse("[upstream]\nurl = \"http://127.0.0.1:1\"\ntls_ca = \"/x.pem\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no member is https://"), "{err}");
+    let err =
+        Config::parse("[upstream]\nurl = \"https://127.0.0.1:1\"\ntls_ca = \"/nonexistent.pem\"\n")
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("upstream.tls_ca"), "{err}");
+}
+
+#[test]
+fn the_example_tls_policy_is_valid_once_its_certificates_exist() {
+    let dir = scratch("example");
+    let pki = Pki::new(&dir, "gw");
+    let server = pki.server("server");
+    let me = pki.client("me", "mmgate", &[]);
+    let path = |p: &std::path::Path| p.display().to_string();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/policies/tls.toml"
+    ))
+    .unwrap();
+    let text = [
+        ("/etc/mmgate/tls/server.pem", path(&server.cert_pem)),
+        ("/etc/mmgate/tls/server.key", path(&server.key_pem)),
+        ("/etc/mmgate/tls/clients-ca.pem", path(&pki.ca_pem)),
+        ("/etc/mmgate/tls/upstream-ca.pem", path(&pki.ca_pem)),
+        ("/etc/mmgate/tls/mmgate-client.pem", path(&me.cert_pem)),
+        ("/etc/mmgate/tls/mmgate-client.key", path(&me.key_pem)),
+    ]
+    .iter()
+    .fold(text, |t, (from, to)| t.replace(from, to));
+    let c = Config::parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.tls.is_some() && c.plain.is_some());
+    assert!(c.pools[1].members[0].tls.is_some());
+    assert_eq!(c.watched.len(), 6);
+}
