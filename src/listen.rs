@@ -93,7 +93,17 @@ pub async fn serve(
                 Transport::Tls => live.gateway().config().tls.clone(),
             };
             let served = match tls {
-                None => connection(&builder, live, stream, remote, None, watcher).await,
+                None => {
+                    // hyper-util's protocol detection waits for the first bytes without a
+                    // deadline, and the header timeout only starts after it: a connection
+                    // that never sends a byte would stay open forever (slowloris).
+                    let mut first = [0u8; 1];
+                    match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
+                        Ok(Ok(n)) if n > 0 => {}
+                        _ => return,
+                    }
+                    connection(&builder, live, stream, remote, None, watcher).await
+                }
                 Some(tls) => match crate::tls::accept(tls.config, stream, header_timeout).await {
                     Ok((stream, peer)) => {
                         let tls = Some(peer);

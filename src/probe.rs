@@ -2,9 +2,10 @@
 //! to a gateway in front of one.
 //!
 //! Every gated route the target serves (its `/openapi.json`, then trying each route without
-//! kwargs: a 404/405 means not served) × six cases — no kwargs, `mm_processor_kwargs` only,
-//! `media_io_kwargs` only, both, both `null`, both `{}` — with benign values, text-only
-//! prompts (plus one chat row with a tiny generated PNG as a data URL) and small
+//! kwargs: a 404/405 means not served, another 4xx that the route cannot be judged) × six
+//! cases — no kwargs, `mm_processor_kwargs` only, `media_io_kwargs` only, both, both
+//! `null`, both `{}` — with benign values, text-only prompts (plus one chat row with a tiny
+//! generated PNG as a data URL) and small
 //! `max_tokens`. Each answer is compared with what vLLM 0.31 does for the expected mode:
 //! `untrusted` rejects truthy kwargs at its gate (400, `param` naming the first truthy field
 //! in vLLM's order), `trusted` and `shadow` serve all six, `strip` serves all six and says
@@ -295,6 +296,20 @@ async fn probe_route(
             if let Ok(a) = &answer {
                 if matches!(a.status, 404 | 405) {
                     return Err(format!("answered {} without kwargs: not served", a.status));
+                }
+                // A route that refuses even the benign request (e.g. /invocations on a render
+                // server, which has no handler for it) cannot be judged on its kwargs.
+                if (400..500).contains(&a.status) && !a.gate {
+                    let why = a
+                        .body
+                        .pointer("/error/message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    let why: String = why.chars().take(120).collect();
+                    return Err(format!(
+                        "refuses the request without kwargs ({}: {why})",
+                        a.status
+                    ));
                 }
             }
         }

@@ -63,7 +63,6 @@ async fn slow_headers_are_cut_off_by_the_header_timeout_and_nothing_is_forwarded
 }
 
 #[tokio::test]
-#[ignore = "bug: hyper-util's auto (h1/h2) version detection reads the first bytes with no timeout, so a connection that never sends a byte is held forever (slowloris); header_read_timeout starts only once h1 is chosen"]
 async fn a_connection_that_never_sends_a_byte_is_closed_by_the_header_timeout() {
     let (_fake, gw) = start().await;
     let mut c = Conn::open(gw.addr).await;
