@@ -116,30 +116,22 @@ impl<'a> Section<'a> {
         max: u64,
         p: &mut Problems,
     ) -> Option<u64> {
-        let path = self.at(key);
-        match self.get(key)? {
-            Value::Integer(i) if *i >= 1 && (*i as u64) <= max => Some(*i as u64),
-            Value::Integer(i) => {
-                p.add(&path, format!("{i} is out of range (1 to {max})"));
-                None
-            }
-            other => {
-                p.add(
-                    &path,
-                    format!("expected an integer, found {}", other.type_str()),
-                );
-                None
-            }
-        }
+        self.int_in(key, 1, max, p)
     }
 
     /// A non-negative integer value within `0..=max`.
     pub(super) fn count(&mut self, key: &'static str, max: u64, p: &mut Problems) -> Option<u64> {
+        self.int_in(key, 0, max, p)
+    }
+
+    fn int_in(&mut self, key: &'static str, min: u64, max: u64, p: &mut Problems) -> Option<u64> {
         let path = self.at(key);
         match self.get(key)? {
-            Value::Integer(i) if *i >= 0 && (*i as u64) <= max => Some(*i as u64),
+            Value::Integer(i) if u64::try_from(*i).is_ok_and(|v| (min..=max).contains(&v)) => {
+                Some(*i as u64)
+            }
             Value::Integer(i) => {
-                p.add(&path, format!("{i} is out of range (0 to {max})"));
+                p.add(&path, format!("{i} is out of range ({min} to {max})"));
                 None
             }
             other => {
