@@ -177,6 +177,7 @@ fn main() -> ExitCode {
 fn serve(policy: PathBuf, drain: Duration) -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MMGATE_LOG")
                 .unwrap_or_else(|_| "info".into()),
