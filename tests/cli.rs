@@ -259,18 +259,10 @@ impl Drop for Running {
     }
 }
 
-/// A loopback port nothing listens on (bound, then released).
-fn free_port() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_forwards_logs_one_line_without_values_and_exits_0_on_sigterm() {
     let fake = FakeVllm::start().await;
-    let (listen, admin) = (free_port(), free_port());
+    let (listen, admin) = (support::free_addr(), support::free_addr());
     let dir = scratch("serve");
     // The shipped shadow policy, pointed at free loopback ports and the fake.
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/shadow.toml");
@@ -315,21 +307,8 @@ async fn serve_forwards_logs_one_line_without_values_and_exits_0_on_sigterm() {
     let stderr = c.stderr.take().unwrap();
     let logs = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
 
+    support::wait_for_healthz(c, admin).await;
     let http = client();
-    let mut up = false;
-    for _ in 0..500 {
-        assert!(c.try_wait().unwrap().is_none(), "mmgate exited early");
-        let probe = http.get(format!("http://{admin}/healthz").parse().unwrap());
-        if tokio::time::timeout(Duration::from_secs(1), probe)
-            .await
-            .is_ok_and(|r| r.is_ok_and(|r| r.status() == 200))
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await; // poll interval, not a sync
-    }
-    assert!(up, "/healthz answered");
 
     let body = r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"num_crops":"SECRET-VALUE-7f3a","secret_knob":987654321}}"#;
     let r = post_json(&http, listen, "/v1/chat/completions", body).await;

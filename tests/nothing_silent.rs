@@ -12,7 +12,6 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -152,19 +151,12 @@ impl Drop for Child_ {
     }
 }
 
-fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 /// Runs the real binary in `mode` over the corpus (each case with its own `x-request-id`)
 /// and checks that every stripped response has its log line and every log line its response.
 async fn stripped_requests_each_log_one_line(mode: &str) {
     let cases = cases();
     let fake = FakeVllm::start().await;
-    let (listen, admin) = (free_port(), free_port());
+    let (listen, admin) = (support::free_addr(), support::free_addr());
     let dir = std::env::temp_dir().join(format!("mmgate-silent-{}-{mode}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("policy.toml");
@@ -190,21 +182,8 @@ async fn stripped_requests_each_log_one_line(mode: &str) {
     let lines =
         std::thread::spawn(move || stdout.lines().map_while(Result::ok).collect::<Vec<_>>());
 
+    support::wait_for_healthz(c, admin).await;
     let http = client();
-    let mut up = false;
-    for _ in 0..500 {
-        assert!(c.try_wait().unwrap().is_none(), "mmgate exited early");
-        let probe = http.get(format!("http://{admin}/healthz").parse().unwrap());
-        if tokio::time::timeout(Duration::from_secs(1), probe)
-            .await
-            .is_ok_and(|r| r.is_ok_and(|r| r.status() == 200))
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await; // poll interval, not a sync
-    }
-    assert!(up, "/healthz answered");
 
     let mut stripped: Vec<(String, Vec<String>)> = Vec::new();
     for (i, case) in cases.iter().enumerate() {

@@ -210,21 +210,13 @@ impl Drop for Killed {
     }
 }
 
-/// A loopback port nothing listens on (bound, then released).
-fn free_port() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 /// The whole loop with the real binary: `serve` with `[log] kwargs_values = true` logs the
 /// values, and `report --suggest` reads them back into a proposal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn served_values_feed_the_advisor() {
     use std::io::{BufRead, BufReader};
     let fake = support::FakeVllm::start().await;
-    let (listen, admin) = (free_port(), free_port());
+    let (listen, admin) = (support::free_addr(), support::free_addr());
     let dir = std::env::temp_dir().join(format!("mmgate-report-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let policy = dir.join("policy.toml");
@@ -254,19 +246,7 @@ async fn served_values_feed_the_advisor() {
         }
     });
     let http = support::client();
-    let mut up = false;
-    for _ in 0..500 {
-        let probe = http.get(format!("http://{admin}/healthz").parse().unwrap());
-        if tokio::time::timeout(std::time::Duration::from_secs(1), probe)
-            .await
-            .is_ok_and(|r| r.is_ok_and(|r| r.status() == 200))
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await; // poll interval
-    }
-    assert!(up, "/healthz answered");
+    support::wait_for_healthz(&mut child.0, admin).await;
     let body = |pixels: u32| {
         format!(
             r#"{{"model":"tiny","messages":[],"mm_processor_kwargs":{{"max_pixels":{pixels},"mode":"fast","note":"far too long a string","a":[1]}}}}"#
