@@ -41,6 +41,10 @@ pub enum GateError {
     /// The client's body could not be read (reset, timeout, bad framing).
     #[error("the request body could not be read: {0}")]
     BodyRead(String),
+    /// The request head had both `Content-Length` and `Transfer-Encoding` (RFC 9112 §6.3: a
+    /// smuggling shape), refused before anything is read or forwarded.
+    #[error("the request has both Content-Length and Transfer-Encoding")]
+    AmbiguousFraming,
     /// The upstream could not be reached.
     #[error("upstream vLLM at {upstream} is unreachable: {reason}")]
     UpstreamUnreachable {
@@ -164,9 +168,10 @@ impl GateError {
     /// The HTTP status for this error.
     pub fn status(&self) -> StatusCode {
         match self {
-            GateError::Gate(_) | GateError::Unclassifiable(_) | GateError::BodyRead(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            GateError::Gate(_)
+            | GateError::Unclassifiable(_)
+            | GateError::BodyRead(_)
+            | GateError::AmbiguousFraming => StatusCode::BAD_REQUEST,
             GateError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             GateError::UpstreamUnreachable { .. } | GateError::UpstreamFailed { .. } => {
                 StatusCode::BAD_GATEWAY
@@ -198,6 +203,7 @@ impl GateError {
             GateError::ClientBusy { .. } | GateError::PoolSaturated { .. } => "concurrency",
             GateError::ValueBound { .. } => "value_bound",
             GateError::BodyTooLarge { .. } => "body_size",
+            GateError::AmbiguousFraming => "framing",
             GateError::PoolUnavailable { .. } => "unavailable",
             GateError::UntrustedPool => "untrusted",
             _ => return None,
@@ -222,6 +228,7 @@ impl GateError {
             GateError::Unclassifiable(_) => "unclassifiable",
             GateError::BodyTooLarge { .. } => "body_too_large",
             GateError::BodyRead(_) => "body_read",
+            GateError::AmbiguousFraming => "ambiguous_framing",
             GateError::UpstreamUnreachable { .. } => "upstream_unreachable",
             GateError::UpstreamTimeout { .. } => "upstream_timeout",
             GateError::UpstreamFailed { .. } => "upstream_failed",
@@ -249,6 +256,10 @@ impl GateError {
                 format!("mmgate: the request body is larger than the gateway's limit of {limit} bytes; send a smaller request."),
             ),
             GateError::BodyRead(_) => ("BadRequestError", format!("mmgate: {self}; resend the request.")),
+            GateError::AmbiguousFraming => (
+                "BadRequestError",
+                format!("mmgate: {self}, which proxies may read differently (request smuggling), so it is refused; send one of them."),
+            ),
             GateError::UpstreamUnreachable { .. } | GateError::UpstreamFailed { .. } => {
                 ("BadGateway", format!("mmgate: {self}; retry later."))
             }
@@ -298,6 +309,11 @@ impl GateError {
             res.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
+        if matches!(self, GateError::AmbiguousFraming) {
+            // hyper closes the connection after this response anyway (RFC 9112 §6.3).
+            res.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if matches!(self, GateError::Unauthorized { .. }) {
             res.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -317,6 +333,7 @@ mod tests {
             (GateError::Unclassifiable(Invalid::ContentType), 400),
             (GateError::BodyTooLarge { limit: 5 }, 413),
             (GateError::BodyRead("reset".into()), 400),
+            (GateError::AmbiguousFraming, 400),
             (
                 GateError::UpstreamUnreachable {
                     upstream: "u".into(),

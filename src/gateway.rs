@@ -17,6 +17,7 @@ use crate::config::{Config, PoolId};
 use crate::contract::{judge, UpstreamFacts, Verdict};
 use crate::decide::{decide_for, Action, ClientView, Mode};
 use crate::error::GateError;
+use crate::framing::AmbiguousFraming;
 use crate::identify::{ClientId, Identifier};
 use crate::inspect::Field;
 use crate::inventory::Inventory;
@@ -187,6 +188,9 @@ impl Gateway {
         outcome: &mut Outcome,
         held: &mut Held,
     ) -> Result<Response<Body>, GateError> {
+        if req.extensions().get::<AmbiguousFraming>().is_some() {
+            return Err(GateError::AmbiguousFraming);
+        }
         let who = self.identifier.identify(req.headers(), conn)?;
         outcome.via = Some(who.via);
         outcome.spoofed_header = who.spoofed_header;

@@ -4,7 +4,8 @@
 //! The life of a request, stage by stage (one module each):
 //!
 //! 1. [`listen`] accepts a connection ([`tls`]: the handshake and the client certificate's
-//!    names) and records its [`listen::ConnInfo`]; each request takes the gateway in force.
+//!    names) and records its [`listen::ConnInfo`]; [`framing`] watches HTTP/1 heads for the
+//!    `Content-Length` + `Transfer-Encoding` ambiguity; each request takes the gateway in force.
 //! 2. [`identify`] resolves the client ([`identify::ClientId`]) from its certificate, API key
 //!    or trusted header, once per request on every route; [`limits`] takes from its rate.
 //! 3. [`classify`] maps method + path to a gated [`classify::RouteKind`] or pass-through.
@@ -36,6 +37,7 @@ pub mod config;
 pub mod contract;
 pub mod decide;
 pub mod error;
+pub mod framing;
 pub mod gateway;
 pub mod identify;
 pub mod inspect;

@@ -24,6 +24,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
+use crate::framing::{AmbiguousFraming, Watched};
 use crate::identify::PeerCertificate;
 use crate::reload::Live;
 
@@ -153,7 +154,14 @@ where
         peer: tls.clone().flatten(),
     });
     let https = tls.is_some();
+    let (stream, ambiguity) = Watched::new(stream);
+    let requests = AtomicU64::new(0);
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        // HTTP/1 requests reach the service one at a time, in order, after their head was read.
+        let index = requests.fetch_add(1, Ordering::Relaxed);
+        if req.version() < http::Version::HTTP_2 && ambiguity.at(index) {
+            req.extensions_mut().insert(AmbiguousFraming);
+        }
         if https {
             req.headers_mut()
                 .insert("x-forwarded-proto", http::HeaderValue::from_static("https"));

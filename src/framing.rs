@@ -1,0 +1,399 @@
+//! A watch on the bytes of an HTTP/1 connection, for the one framing ambiguity hyper resolves
+//! out of the handler's sight: a request head with both `Content-Length` and
+//! `Transfer-Encoding`.
+//!
+//! hyper follows RFC 9112 §6.3 for such a request: it drops the length, decodes the body as
+//! chunked and closes the connection after the response. A gateway in front of another
+//! parser must refuse it instead (it is the classic request-smuggling shape), but the
+//! handler cannot tell, because the length header is already gone. [`Watched`] follows the
+//! connection's framing as hyper does (heads, then fixed-length or chunked bodies) over the
+//! bytes hyper reads, and [`Ambiguity`] remembers the index of the first such request. As
+//! hyper closes the connection after it, nothing later on the connection matters.
+//!
+//! The watch never changes a byte and never fails a read: if the stream is not HTTP/1 (an
+//! HTTP/2 preface), or the framing breaks in a way hyper refuses on its own, it stops
+//! watching.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Marks a request whose head carried both `Content-Length` and `Transfer-Encoding`; the
+/// gateway refuses it.
+#[derive(Debug, Clone, Copy)]
+pub struct AmbiguousFraming;
+
+/// Which request of a connection (0-based, in order) had an ambiguous head, if any.
+#[derive(Debug)]
+pub struct Ambiguity(AtomicU64);
+
+const NONE: u64 = u64::MAX;
+
+impl Ambiguity {
+    /// Whether the `index`th request of the connection had an ambiguous head. The head of a
+    /// request is always read before hyper hands the request to the service, so the answer
+    /// is final when the service asks.
+    pub fn at(&self, index: u64) -> bool {
+        self.0.load(Ordering::Acquire) == index
+    }
+}
+
+/// Bytes of a head, a chunk line or a trailer line beyond which hyper has already refused
+/// the request (its read buffer is 64 KiB); the watch stops there.
+const MAX_LINE: usize = 80 * 1024;
+/// More header lines than hyper accepts (100 by default).
+const MAX_HEADERS: usize = 128;
+
+/// A stream whose reads are watched for ambiguous request framing.
+#[derive(Debug)]
+pub struct Watched<S> {
+    inner: S,
+    framing: Framing,
+}
+
+impl<S> Watched<S> {
+    /// Wraps `inner`; the returned [`Ambiguity`] is shared with the connection's service.
+    pub fn new(inner: S) -> (Self, Arc<Ambiguity>) {
+        let found = Arc::new(Ambiguity(AtomicU64::new(NONE)));
+        let framing = Framing {
+            state: State::Head,
+            pending: Vec::new(),
+            heads: 0,
+            found: found.clone(),
+        };
+        (Watched { inner, framing }, found)
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled {
+            this.framing.feed(&buf.filled()[before..]);
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Reading a request head.
+    Head,
+    /// This many bytes of a fixed-length body are still to come.
+    Fixed(u64),
+    /// Reading a chunk-size line.
+    ChunkSize,
+    /// This many bytes of chunk data are still to come.
+    ChunkData(u64),
+    /// Reading the line break after chunk data.
+    ChunkEnd,
+    /// Reading trailer lines up to the empty line that ends the body.
+    Trailers,
+    /// Not watching any more.
+    Done,
+}
+
+/// The framing state machine over the bytes read so far.
+#[derive(Debug)]
+struct Framing {
+    state: State,
+    /// The unfinished head or line that the next read continues.
+    pending: Vec<u8>,
+    /// Complete heads seen so far.
+    heads: u64,
+    found: Arc<Ambiguity>,
+}
+
+impl Framing {
+    fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            bytes = match self.state {
+                State::Done => return,
+                State::Fixed(left) => {
+                    let n = left.min(bytes.len() as u64);
+                    self.state = if n == left {
+                        State::Head
+                    } else {
+                        State::Fixed(left - n)
+                    };
+                    &bytes[n as usize..]
+                }
+                State::ChunkData(left) => {
+                    let n = left.min(bytes.len() as u64);
+                    self.state = if n == left {
+                        State::ChunkEnd
+                    } else {
+                        State::ChunkData(left - n)
+                    };
+                    &bytes[n as usize..]
+                }
+                State::Head => self.head(bytes),
+                State::ChunkSize | State::ChunkEnd | State::Trailers => self.line(bytes),
+            };
+        }
+    }
+
+    /// Continues a head with `bytes`; returns what follows it.
+    fn head<'b>(&mut self, bytes: &'b [u8]) -> &'b [u8] {
+        if self.pending.is_empty() {
+            // The common case: the whole head is in this read; parse it in place.
+            match parse_head(bytes) {
+                Parsed::Complete(len, next) => {
+                    self.finish_head(next);
+                    return &bytes[len..];
+                }
+                Parsed::Partial => {
+                    self.pending.extend_from_slice(bytes);
+                    return &[];
+                }
+                Parsed::Refused => {
+                    self.state = State::Done;
+                    return &[];
+                }
+            }
+        }
+        let start = self.pending.len();
+        self.pending.extend_from_slice(bytes);
+        match parse_head(&self.pending) {
+            Parsed::Complete(len, next) => {
+                self.pending.clear();
+                self.finish_head(next);
+                &bytes[len - start..]
+            }
+            Parsed::Partial if self.pending.len() <= MAX_LINE => &[],
+            Parsed::Partial | Parsed::Refused => {
+                self.state = State::Done;
+                &[]
+            }
+        }
+    }
+
+    fn finish_head(&mut self, next: Next) {
+        let index = self.heads;
+        self.heads += 1;
+        self.state = match next {
+            Next::Ambiguous => {
+                self.found.0.store(index, Ordering::Release);
+                State::Done
+            }
+            Next::Body(0) => State::Head,
+            Next::Body(n) => State::Fixed(n),
+            Next::Chunked => State::ChunkSize,
+            Next::Refused => State::Done,
+        };
+    }
+
+    /// Continues a chunk-size, chunk-end or trailer line; returns what follows it.
+    fn line<'b>(&mut self, bytes: &'b [u8]) -> &'b [u8] {
+        let Some(lf) = memchr::memchr(b'\n', bytes) else {
+            self.pending.extend_from_slice(bytes);
+            if self.pending.len() > MAX_LINE {
+                self.state = State::Done;
+            }
+            return &[];
+        };
+        self.pending.extend_from_slice(&bytes[..lf]);
+        let line = std::mem::take(&mut self.pending);
+        let line = line.strip_suffix(b"\r").unwrap_or(&line);
+        self.state = match self.state {
+            State::ChunkSize => match chunk_size(line) {
+                Some(0) => State::Trailers,
+                Some(n) => State::ChunkData(n),
+                None => State::Done,
+            },
+            State::ChunkEnd if line.is_empty() => State::ChunkSize,
+            State::Trailers if line.is_empty() => State::Head,
+            State::Trailers => State::Trailers,
+            _ => State::Done,
+        };
+        &bytes[lf + 1..]
+    }
+}
+
+enum Parsed {
+    /// A complete head of this many bytes, and the framing of what follows it.
+    Complete(usize, Next),
+    /// More bytes are needed.
+    Partial,
+    /// Not a head hyper would accept.
+    Refused,
+}
+
+enum Next {
+    /// A body of this many bytes follows.
+    Body(u64),
+    /// A chunked body follows.
+    Chunked,
+    /// Both `Content-Length` and `Transfer-Encoding`.
+    Ambiguous,
+    /// Framing hyper refuses (it answers 400 and closes).
+    Refused,
+}
+
+fn parse_head(bytes: &[u8]) -> Parsed {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(bytes) {
+        Ok(httparse::Status::Complete(len)) => Parsed::Complete(len, framing_of(req.headers)),
+        Ok(httparse::Status::Partial) => Parsed::Partial,
+        Err(_) => Parsed::Refused,
+    }
+}
+
+/// The body framing of a head, as hyper decides it.
+fn framing_of(headers: &[httparse::Header<'_>]) -> Next {
+    let (mut length, mut chunked, mut te) = (None, false, false);
+    for h in headers {
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            te = true;
+            // Only the last coding of the last header counts.
+            chunked = h
+                .value
+                .rsplit(|&c| c == b',')
+                .next()
+                .is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            let Some(n) = digits(h.value) else {
+                return Next::Refused;
+            };
+            if length.is_some_and(|prev| prev != n) {
+                return Next::Refused;
+            }
+            length = Some(n);
+        }
+    }
+    match (te, length) {
+        (true, Some(_)) => Next::Ambiguous,
+        (true, None) if chunked => Next::Chunked,
+        (true, None) => Next::Refused,
+        (false, n) => Next::Body(n.unwrap_or(0)),
+    }
+}
+
+fn digits(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+/// The size of a chunk-size line (`HEX[;ext]`), if it is one.
+fn chunk_size(line: &[u8]) -> Option<u64> {
+    let end = line
+        .iter()
+        .position(|c| !c.is_ascii_hexdigit())
+        .unwrap_or(line.len());
+    if end == 0 || end > 16 {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(&line[..end]).ok()?, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `input` in pieces of `step` bytes; returns the heads seen and the ambiguous
+    /// request's index.
+    fn watch(input: &[u8], step: usize) -> (u64, Option<u64>) {
+        let (found, mut framing) = {
+            let found = Arc::new(Ambiguity(AtomicU64::new(NONE)));
+            let framing = Framing {
+                state: State::Head,
+                pending: Vec::new(),
+                heads: 0,
+                found: found.clone(),
+            };
+            (found, framing)
+        };
+        for piece in input.chunks(step) {
+            framing.feed(piece);
+        }
+        let at = found.0.load(Ordering::Acquire);
+        (framing.heads, (at != NONE).then_some(at))
+    }
+
+    const CHUNKED_POST: &[u8] = b"POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3;ext=1\r\nabc\r\n0\r\nTrailer: x\r\n\r\n";
+    const FIXED_POST: &[u8] = b"POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 26\r\n\r\nGET / HTTP/1.1\r\nHost: b\r\n\r\n";
+    const AMBIGUOUS: &[u8] = b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+
+    #[test]
+    fn follows_keep_alive_framing_at_any_read_size() {
+        let mut stream = Vec::new();
+        for part in [
+            CHUNKED_POST,
+            FIXED_POST,
+            b"GET /v1/models HTTP/1.1\r\nHost: a\r\n\r\n",
+        ] {
+            stream.extend_from_slice(part);
+        }
+        stream.extend_from_slice(AMBIGUOUS);
+        for step in [1, 2, 7, 64, stream.len()] {
+            // The body of FIXED_POST looks like a head but is a body: not counted.
+            assert_eq!(watch(&stream, step), (4, Some(3)), "step {step}");
+        }
+    }
+
+    #[test]
+    fn finds_the_ambiguity_in_either_header_order_and_spelling() {
+        for head in [
+            &b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n"[..],
+            b"POST /x HTTP/1.1\r\ncontent-length: 4\r\ntransfer-encoding: gzip, chunked\r\n\r\n",
+            b"POST /x HTTP/1.1\nContent-Length: 0\nTransfer-Encoding: identity\n\n",
+        ] {
+            assert_eq!(watch(head, head.len()), (1, Some(0)));
+        }
+    }
+
+    #[test]
+    fn stops_on_what_hyper_refuses_or_does_not_speak() {
+        for input in [
+            &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
+            b"POST /x HTTP/1.1\r\nContent-Length: 4, 5\r\n\r\n",
+            b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        ] {
+            let (_, found) = watch(input, 3);
+            assert_eq!(found, None);
+        }
+    }
+}
