@@ -15,12 +15,18 @@ COPY benches benches
 RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin mmgate
 
 # --- runtime ---
+# distroless cc: glibc and CA certificates (for https:// upstreams), no shell, no package
+# manager. 65532 is its "nonroot" user.
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/mmgate /usr/local/bin/mmgate
 COPY policies/ /etc/mmgate/
-USER nonroot
+USER 65532:65532
 # Data plane and admin (metrics, health). The shipped policies bind the admin listener to
 # 127.0.0.1; set listen.admin = "0.0.0.0:9464" in a mounted policy to scrape from outside.
 EXPOSE 8080 9464
+# No curl in the image: the binary asks its own admin listener (127.0.0.1:9464 unless the
+# policy moves it; then use `mmgate health --policy FILE`).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["mmgate", "health", "--admin", "127.0.0.1:9464"]
 ENTRYPOINT ["mmgate"]
 CMD ["serve", "--policy", "/etc/mmgate/shadow.toml"]

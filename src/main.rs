@@ -2,7 +2,7 @@
 //! toolkit `probe` and `report`.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -85,6 +85,22 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Ask a running gateway's admin listener for `/healthz` (or `/readyz`); exits 0 when it
+    /// answers 200, 1 otherwise. For container health checks: the image has no curl.
+    Health {
+        /// The admin listener (host:port).
+        #[arg(long, default_value = "127.0.0.1:9464", conflicts_with = "policy")]
+        admin: String,
+        /// Read the admin address from this policy instead (`0.0.0.0` is asked on loopback).
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Ask `/readyz` (ready for traffic) instead of `/healthz` (alive).
+        #[arg(long)]
+        ready: bool,
+        /// Connect and read timeout in seconds.
+        #[arg(long, default_value_t = 3)]
+        timeout_seconds: u64,
     },
     /// Aggregate offending-request log lines per client × route × field.
     Report {
@@ -171,6 +187,74 @@ fn main() -> ExitCode {
             csv,
             suggest,
         } => report_logs(&files, json, csv, suggest),
+        Command::Health {
+            admin,
+            policy,
+            ready,
+            timeout_seconds,
+        } => health(
+            &admin,
+            policy.as_deref(),
+            ready,
+            Duration::from_secs(timeout_seconds),
+        ),
+    }
+}
+
+/// One blocking HTTP/1.1 GET of the health endpoint; prints the status line.
+fn health(admin: &str, policy: Option<&Path>, ready: bool, timeout: Duration) -> ExitCode {
+    use std::io::Write;
+    let addr = match policy {
+        Some(p) => match Config::load(p) {
+            Ok(c) if c.admin.ip().is_unspecified() => {
+                let lo: std::net::IpAddr = if c.admin.is_ipv6() {
+                    std::net::Ipv6Addr::LOCALHOST.into()
+                } else {
+                    std::net::Ipv4Addr::LOCALHOST.into()
+                };
+                std::net::SocketAddr::new(lo, c.admin.port())
+            }
+            Ok(c) => c.admin,
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => match std::net::ToSocketAddrs::to_socket_addrs(admin).map(|mut a| a.next()) {
+            Ok(Some(a)) => a,
+            _ => {
+                eprintln!("--admin {admin:?} is not a host:port");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let path = if ready { "/readyz" } else { "/healthz" };
+    let asked = (|| -> std::io::Result<String> {
+        let mut conn = std::net::TcpStream::connect_timeout(&addr, timeout)?;
+        conn.set_read_timeout(Some(timeout))?;
+        conn.set_write_timeout(Some(timeout))?;
+        write!(
+            conn,
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut reply = Vec::new();
+        conn.take(4096).read_to_end(&mut reply)?;
+        let text = String::from_utf8_lossy(&reply);
+        Ok(text.lines().next().unwrap_or("").to_string())
+    })();
+    match asked {
+        Ok(status) if status.split(' ').nth(1) == Some("200") => {
+            println!("{addr}{path}: {status}");
+            ExitCode::SUCCESS
+        }
+        Ok(status) => {
+            eprintln!("{addr}{path}: {status:?}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("{addr}{path}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -308,6 +308,23 @@ async fn serve_forwards_logs_one_line_without_values_and_exits_0_on_sigterm() {
     let logs = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
 
     support::wait_for_healthz(c, admin).await;
+    // The container health check's command, by address and by policy.
+    let admin_s = admin.to_string();
+    let policy_s = policy.to_str().unwrap();
+    for args in [
+        vec!["health", "--admin", &admin_s],
+        vec!["health", "--admin", &admin_s, "--ready"],
+        vec!["health", "--policy", policy_s],
+    ] {
+        let out = tokio::task::spawn_blocking({
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            move || run(&args.iter().map(String::as_str).collect::<Vec<_>>(), None)
+        })
+        .await
+        .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains(" 200 "), "{}", text(&out.stdout));
+    }
     let http = client();
 
     let body = r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"num_crops":"SECRET-VALUE-7f3a","secret_knob":987654321}}"#;
@@ -333,6 +350,16 @@ async fn serve_forwards_logs_one_line_without_values_and_exits_0_on_sigterm() {
         .unwrap();
     child.0 = Some(owned);
     assert!(exit.unwrap().success(), "exit 0 after SIGTERM");
+    let down = run(
+        &["health", "--admin", &admin_s, "--timeout-seconds", "1"],
+        None,
+    );
+    assert_eq!(
+        down.status.code(),
+        Some(1),
+        "a stopped gateway is unhealthy"
+    );
+    assert!(!down.stderr.is_empty(), "and says why");
 
     let lines = lines.join().unwrap();
     let stderr = logs.join().unwrap();
