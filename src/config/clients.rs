@@ -171,7 +171,7 @@ pub(super) fn clients(
         }
         out.push(client);
     }
-    s.finish_free();
+    s.finish_free(p);
     out
 }
 

@@ -5,9 +5,10 @@ use std::collections::BTreeSet;
 
 use toml::{Table, Value};
 
-/// Every problem found in a policy file, each naming its field.
+/// Every problem found in a policy file, each naming its field; and every key the reader
+/// asked for, as a schema path (free-form names as `*`).
 #[derive(Debug, Default)]
-pub(super) struct Problems(pub(super) Vec<String>);
+pub(super) struct Problems(pub(super) Vec<String>, pub(super) BTreeSet<String>);
 
 impl Problems {
     /// Records a problem at `path`.
@@ -19,6 +20,8 @@ impl Problems {
 /// One table of the policy file, read key by key; keys never read are reported as unknown.
 pub(super) struct Section<'a> {
     path: String,
+    /// `path` with the names of free-form entries (pools, clients, ...) as `*`.
+    schema: String,
     table: Option<&'a Table>,
     read: BTreeSet<&'static str>,
 }
@@ -28,17 +31,14 @@ impl<'a> Section<'a> {
     pub(super) fn root(table: &'a Table) -> Self {
         Section {
             path: String::new(),
+            schema: String::new(),
             table: Some(table),
             read: BTreeSet::new(),
         }
     }
 
     fn at(&self, key: &str) -> String {
-        if self.path.is_empty() {
-            key.to_string()
-        } else {
-            format!("{}.{key}", self.path)
-        }
+        join(&self.path, key)
     }
 
     fn get(&mut self, key: &'static str) -> Option<&'a Value> {
@@ -62,6 +62,7 @@ impl<'a> Section<'a> {
         };
         Section {
             path,
+            schema: join(&self.schema, key),
             table,
             read: BTreeSet::new(),
         }
@@ -182,6 +183,7 @@ impl<'a> Section<'a> {
                     name,
                     Section {
                         path,
+                        schema: join(&self.schema, "*"),
                         table: Some(t),
                         read: BTreeSet::new(),
                     },
@@ -218,6 +220,7 @@ impl<'a> Section<'a> {
 
     /// Reports every key that was never read, and marks the section done.
     pub(super) fn finish(self, p: &mut Problems) {
+        p.1.extend(self.read.iter().map(|k| join(&self.schema, k)));
         if let Some(t) = self.table {
             for k in t.keys() {
                 if !self.read.contains(k.as_str()) {
@@ -227,6 +230,17 @@ impl<'a> Section<'a> {
         }
     }
 
-    /// Marks every key of a free-form section (like `gate.routes`) as read.
-    pub(super) fn finish_free(self) {}
+    /// Ends a free-form section (like `gate.routes`), whose keys are names, not schema keys,
+    /// so none is unknown; records the keys read in it for [`super::Config::keys_read`].
+    pub(super) fn finish_free(self, p: &mut Problems) {
+        p.1.extend(self.read.iter().map(|k| join(&self.schema, k)));
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
 }

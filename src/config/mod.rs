@@ -155,6 +155,26 @@ impl Config {
 
     /// Parses and validates policy text.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        Self::read(text)?.0
+    }
+
+    /// Every key path the policy reader asks for when it reads `text`, valid or not, with the
+    /// names of free-form entries as `*` (`pools.*.members`): the policy schema, which the
+    /// documentation is checked against.
+    pub fn keys_read(text: &str) -> Result<std::collections::BTreeSet<String>, ConfigError> {
+        Ok(Self::read(text)?.1)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn read(
+        text: &str,
+    ) -> Result<
+        (
+            Result<Config, ConfigError>,
+            std::collections::BTreeSet<String>,
+        ),
+        ConfigError,
+    > {
         let table: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| ConfigError::Toml(e.to_string()))?;
@@ -216,7 +236,7 @@ impl Config {
         let log = log_policy(root.section("log", &mut p), &mut p);
         root.finish(&mut p);
 
-        match p.0.is_empty() && !pools.is_empty() {
+        let config = match p.0.is_empty() && !pools.is_empty() {
             true => Ok(Config {
                 listen: addr,
                 admin,
@@ -233,7 +253,8 @@ impl Config {
                 log,
             }),
             false => Err(ConfigError::Invalid(p.0)),
-        }
+        };
+        Ok((config, p.1))
     }
 }
 
@@ -266,7 +287,7 @@ fn gate(mut s: Section<'_>, p: &mut Problems) -> Gate {
             ),
         }
     }
-    routes.finish_free();
+    routes.finish_free(p);
     let on_unclassifiable = match s.str("on_unclassifiable", p) {
         None | Some("reject") => OnUnclassifiable::Reject,
         Some("forward") => OnUnclassifiable::Forward,

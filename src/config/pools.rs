@@ -132,7 +132,7 @@ pub(super) fn pools(
         }
         out.extend(pool(name, s, body_limit, watched, p));
     }
-    tables.finish_free();
+    tables.finish_free(p);
     match out.iter().position(|pool| pool.name == "default") {
         Some(i) => out.swap(0, i),
         None if p.0.is_empty() => p.add(
@@ -274,18 +274,18 @@ fn pool(
 fn rules(mut allow: Section<'_>, allow_unknown_keys: bool, p: &mut Problems) -> ValueRules {
     let mm = allow.section("mm_processor_kwargs", p);
     let mm_processor_kwargs = key_rules(&mm, p);
-    mm.finish_free();
+    mm.finish_free(p);
     let io = allow.section("media_io_kwargs", p);
     let media_io_kwargs = io
         .named(p)
         .into_iter()
         .map(|(modality, s)| {
             let rules = key_rules(&s, p);
-            s.finish_free();
+            s.finish_free(p);
             (modality, rules)
         })
         .collect();
-    io.finish_free();
+    io.finish_free(p);
     allow.finish(p);
     ValueRules {
         allow_unknown_keys,
