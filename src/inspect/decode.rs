@@ -89,6 +89,23 @@ impl Decoded<'_> {
     }
 }
 
+impl Decoded<'_> {
+    /// The decoding error for the first bytes at or after `pos` (in the text) that are not
+    /// UTF-8/WTF-8, if any: the error Python raises before it parses a byte.
+    pub fn first_undecodable(&self, pos: usize) -> Option<DecodeError> {
+        let o = validate_wtf8(&self.text[pos.min(self.text.len())..]).err()?;
+        Some(self.undecodable_at(pos + o))
+    }
+
+    /// The decoding error for an undecodable byte at `pos` in the text.
+    pub fn undecodable_at(&self, pos: usize) -> DecodeError {
+        DecodeError {
+            encoding: self.encoding.name(),
+            offset: self.original_offset(pos),
+        }
+    }
+}
+
 /// Python's `json.detect_encoding`, returning the encoding and the BOM length to skip.
 pub fn detect(b: &[u8]) -> (Encoding, usize) {
     const BOM8: &[u8] = b"\xEF\xBB\xBF";
@@ -134,6 +151,12 @@ pub fn detect(b: &[u8]) -> (Encoding, usize) {
 }
 
 /// Decodes a body as Python's `bytes.decode(detect_encoding(b), "surrogatepass")` would.
+///
+/// UTF-16 and UTF-32 bodies are transcoded (and so validated) here. UTF-8 bodies are
+/// borrowed as they are: the scanner validates the non-ASCII bytes of strings as it meets
+/// them (one pass over the body instead of two), and on any other error the caller asks
+/// [`Decoded::first_undecodable`] whether decoding would have failed first, as it does in
+/// Python.
 pub fn decode(body: &[u8]) -> Result<Decoded<'_>, DecodeError> {
     let (encoding, bom) = detect(body);
     let rest = &body[bom..];
@@ -142,10 +165,8 @@ pub fn decode(body: &[u8]) -> Result<Decoded<'_>, DecodeError> {
         offset,
     };
     let text = match encoding {
-        Encoding::Utf8 | Encoding::Utf8Bom => {
-            validate_wtf8(rest).map_err(|o| err(bom + o))?;
-            Cow::Borrowed(rest)
-        }
+        // Validated as the scanner reads it: see `Decoded::first_undecodable`.
+        Encoding::Utf8 | Encoding::Utf8Bom => Cow::Borrowed(rest),
         Encoding::Utf16Le | Encoding::Utf16Be => Cow::Owned(
             utf16_to_wtf8(rest, encoding == Encoding::Utf16Be).map_err(|o| err(bom + o))?,
         ),
@@ -162,7 +183,7 @@ pub fn decode(body: &[u8]) -> Result<Decoded<'_>, DecodeError> {
 
 /// Validates UTF-8 that may also contain encoded surrogates (`ED A0..BF 80..BF`), which
 /// Python's `surrogatepass` accepts. Returns the offset of the first invalid byte.
-fn validate_wtf8(mut b: &[u8]) -> Result<(), usize> {
+pub(super) fn validate_wtf8(mut b: &[u8]) -> Result<(), usize> {
     let mut base = 0;
     loop {
         match simdutf8::compat::from_utf8(b) {

@@ -7,6 +7,7 @@
 //! Spans are reported in the client's original byte offsets so a strip can edit exactly them.
 
 pub mod decode;
+mod plain;
 pub mod scan;
 pub mod values;
 
@@ -200,6 +201,22 @@ pub fn inspect(body: &[u8], max_depth: usize) -> Result<Findings, InspectError> 
         return Err(InspectError::Empty);
     }
     let decoded = decode::decode(body)?;
+    findings(&decoded, max_depth).map_err(|e| match e {
+        // Python decodes the whole body before it parses: an undecodable byte anywhere wins
+        // over a syntax error (the scanner validated everything before the error).
+        InspectError::Syntax(SyntaxError::NotText { offset }) => {
+            decoded.undecodable_at(offset).into()
+        }
+        InspectError::Syntax(e) => match decoded.first_undecodable(e.offset()) {
+            Some(d) => d.into(),
+            None => e.into(),
+        },
+        other => other,
+    })
+}
+
+/// The findings of a decoded body (its UTF-8 validated as it is scanned).
+fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings, InspectError> {
     let mut sc = Scanner::new(&decoded.text, max_depth);
     sc.ws();
     let mut fields: [FieldFinding; 2] = Default::default();

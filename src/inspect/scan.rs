@@ -5,7 +5,13 @@
 //! accepts it: `NaN`, `Infinity`, `-Infinity`, integers and floats of any size, lone
 //! surrogate escapes. Rejected as Python rejects it: control characters in strings, bad
 //! escapes, leading zeros, comments, trailing commas, whitespace other than `[ \t\n\r]`.
-//! Input is UTF-8/WTF-8 text that was already validated by `decode`.
+//! Input is UTF-8/WTF-8 text as `decode` leaves it: the non-ASCII bytes of strings are
+//! validated here as they are met (the scan and the validation share one pass, and base64
+//! media never needs the second); a non-ASCII byte anywhere else is a syntax error, and the
+//! caller decides whether the rest of the text would have failed to decode first.
+
+use super::decode::validate_wtf8;
+use super::plain::plain_run;
 
 /// Python refuses to convert integers with more digits than this (`sys.int_info.str_digits_check_threshold`
 /// default, 3.11+); `json.loads` then raises `ValueError`.
@@ -30,12 +36,32 @@ pub enum SyntaxError {
         /// The configured limit.
         limit: usize,
     },
+    /// Bytes that are not UTF-8 (WTF-8) text inside a string. The text is validated as the
+    /// scanner meets it, so this is the first undecodable byte: callers report it as the
+    /// decoding error Python raises before it parses anything.
+    #[error("undecodable text at offset {offset}")]
+    NotText {
+        /// Offset in the text of the first undecodable byte.
+        offset: usize,
+    },
     /// An integer literal longer than Python converts.
     #[error("integer literal with more than {MAX_INT_DIGITS} digits at offset {offset}")]
     IntTooLong {
         /// Offset in the decoded text.
         offset: usize,
     },
+}
+
+impl SyntaxError {
+    /// Offset in the decoded text where the error was found.
+    pub fn offset(&self) -> usize {
+        match *self {
+            SyntaxError::Invalid { offset, .. }
+            | SyntaxError::TooDeep { offset, .. }
+            | SyntaxError::NotText { offset }
+            | SyntaxError::IntTooLong { offset } => offset,
+        }
+    }
 }
 
 /// The shape of a scanned value, enough to evaluate Python truthiness.
@@ -171,7 +197,13 @@ impl<'a> Scanner<'a> {
         let start = self.pos;
         let mut escaped = false;
         loop {
-            let i = find_special(self.b, self.pos);
+            let run = plain_run(self.b, self.pos);
+            if run.non_ascii {
+                validate_wtf8(&self.b[self.pos..run.end]).map_err(|o| SyntaxError::NotText {
+                    offset: self.pos + o,
+                })?;
+            }
+            let i = run.end;
             self.pos = i;
             match self.b.get(i) {
                 None => return Err(self.err("Unterminated string starting at")),
@@ -447,33 +479,6 @@ fn float_is_zero(text: &[u8]) -> bool {
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
         .is_some_and(|v| v == 0.0)
-}
-
-/// Offset of the first byte at or after `from` that ends a run of plain string bytes:
-/// `"`, `\` or a control character. Returns `b.len()` if there is none.
-#[inline]
-fn find_special(b: &[u8], from: usize) -> usize {
-    // 64-byte blocks with a branch-free OR over the block vectorize well (SSE2: about 2x the
-    // throughput of 32-byte blocks, measured); plain bytes are the common case (base64 media).
-    const BLOCK: usize = 64;
-    let mut i = from;
-    while let Some(block) = b.get(i..i + BLOCK) {
-        let mut hit = 0u8;
-        for &c in block {
-            hit |= u8::from(c == b'"') | u8::from(c == b'\\') | u8::from(c < 0x20);
-        }
-        if hit != 0 {
-            break;
-        }
-        i += BLOCK;
-    }
-    while let Some(&c) = b.get(i) {
-        if c == b'"' || c == b'\\' || c < 0x20 {
-            return i;
-        }
-        i += 1;
-    }
-    b.len()
 }
 
 /// Decodes a JSON string's contents (already validated) into WTF-8 bytes.

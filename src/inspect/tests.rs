@@ -66,3 +66,34 @@ fn bad_bodies_are_errors() {
     assert!(inspect(b"\xEF\xBB\xBF{}", DEFAULT_MAX_DEPTH).is_ok());
     assert!(inspect(b"{\"a\":\"\xff\"}", DEFAULT_MAX_DEPTH).is_err());
 }
+
+/// UTF-8 is validated as it is scanned, but the error is still the one Python raises first:
+/// `bytes.decode` fails on the first undecodable byte before `json` parses anything.
+#[test]
+fn decoding_errors_win_over_syntax_errors_wherever_they_are() {
+    let decode_at = |body: &[u8]| match inspect(body, DEFAULT_MAX_DEPTH) {
+        Err(InspectError::Decode(e)) => Some(e.offset),
+        _ => None,
+    };
+    // In a string, before and after a syntax error, in trailing data, after a BOM.
+    assert_eq!(decode_at(b"{\"a\":\"x\xffy\"}"), Some(7));
+    assert_eq!(decode_at(b"{\"a\":01, \"b\":\"\xff\"}"), Some(14));
+    assert_eq!(decode_at(b"{\"a\":1} \xc3"), Some(8));
+    assert_eq!(decode_at(b"\xEF\xBB\xBF{\"a\":[1,]} \xff"), Some(14));
+    assert_eq!(
+        decode_at(b"{\"a\":\"\xc3\xa9\xed\xa0\x80\"}\xc0\xaf"),
+        Some(13)
+    );
+    // Valid non-ASCII outside a string is a syntax error, in a string it is text; a lone
+    // encoded surrogate passes (surrogatepass).
+    assert!(matches!(
+        inspect("{\"a\":é}".as_bytes(), DEFAULT_MAX_DEPTH),
+        Err(InspectError::Syntax(SyntaxError::Invalid { offset: 5, .. }))
+    ));
+    let mut bad = format!("{{\"a\":\"{}é\\n€\u{1F600}", "x".repeat(100)).into_bytes();
+    bad.extend_from_slice(b"\xed\"}");
+    assert_eq!(decode_at(&bad), Some(bad.len() - 3));
+    let mut body = format!("{{\"a\":\"{}é\\n€\u{1F600}", "x".repeat(100)).into_bytes();
+    body.extend_from_slice(b"\xed\xa0\x80\"}");
+    assert!(inspect(&body, DEFAULT_MAX_DEPTH).is_ok());
+}
