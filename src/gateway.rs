@@ -163,12 +163,6 @@ impl Gateway {
                 _ if outcome.refusal.is_some() => "refused",
                 _ => "error",
             };
-            if let Some(kind) = upstream_error_kind(&e) {
-                self.metrics
-                    .upstream_errors
-                    .with_label_values(&[kind])
-                    .inc();
-            }
             e.to_response()
         });
         recorder.finish(res.status().as_u16());
@@ -364,7 +358,10 @@ impl Gateway {
         held.member = Some(member);
         let (parts, body) = req.into_parts();
         let sent = Instant::now();
-        let res = upstream.forward(parts, body, conn.remote.ip()).await;
+        let errors = &self.metrics.upstream_errors;
+        let res = upstream
+            .forward(parts, body, conn.remote.ip(), errors)
+            .await;
         if let Err(GateError::UpstreamUnreachable { .. }) = &res {
             pool.connect_failed(upstream.authority());
         }
@@ -395,15 +392,6 @@ impl Gateway {
                 self.config.limits.body_timeout.as_millis()
             ))),
         }
-    }
-}
-
-fn upstream_error_kind(e: &GateError) -> Option<&'static str> {
-    match e {
-        GateError::UpstreamUnreachable { .. } => Some("connect"),
-        GateError::UpstreamTimeout { .. } => Some("timeout"),
-        GateError::UpstreamFailed { .. } => Some("protocol"),
-        _ => None,
     }
 }
 

@@ -4,7 +4,17 @@
 //! The client's `Host` header is kept so that vLLM's redirects point back at the gateway.
 //! An `https://` member is reached over rustls with the roots (and optional client
 //! certificate) its policy configured; the server name checked is the member's host.
+//!
+//! A forwarded response's body is watched: one that breaks off after its headers, or whose
+//! upstream sends nothing for `response_timeout` while the gateway waits for the next frame
+//! (a stalled stream), ends in an error: the client's response is cut short, the upstream
+//! connection dropped, and what the request holds released. Each failure is counted in
+//! `mmgate_upstream_errors_total{kind}`: `connect`, `timeout` (no response headers in time),
+//! `reset` (the connection closed or was reset before a whole response head), `protocol` (an
+//! answer that is not HTTP), `truncated` (the body broke off) and `stalled`. A client that
+//! breaks off an upload being streamed through gets a 400 and counts as no upstream error.
 
+use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -16,10 +26,12 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body::{Frame, SizeHint};
+use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use prometheus::IntCounterVec;
 
 use crate::config;
 use crate::error::GateError;
@@ -82,12 +94,14 @@ impl Upstream {
         }
     }
 
-    /// Forwards a request (its body as given) and returns the streaming response.
+    /// Forwards a request (its body as given) and returns the streaming response. Failures
+    /// (before the headers, and of the body after them) are counted in `errors` by kind.
     pub async fn forward(
         &self,
         mut parts: http::request::Parts,
         body: Body,
         client: IpAddr,
+        errors: &IntCounterVec,
     ) -> Result<Response<Body>, GateError> {
         let pq = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
         parts.uri = self.uri(pq)?;
@@ -99,31 +113,58 @@ impl Upstream {
         remove_hop_by_hop(&mut parts.headers);
         add_forwarded(&mut parts.headers, client);
         parts.version = http::Version::HTTP_11;
-        self.send(Request::from_parts(parts, body)).await
+        match self.send(Request::from_parts(parts, body)).await {
+            Ok(res) => Ok(res.map(|inner| {
+                Body::new(Watched {
+                    inner,
+                    idle: self.response_timeout,
+                    waiting: Some(tokio::time::Instant::now()),
+                    deadline: Box::pin(tokio::time::sleep(self.response_timeout)),
+                    errors: errors.clone(),
+                })
+            })),
+            Err((e, kind)) => {
+                if let Some(kind) = kind {
+                    errors.with_label_values(&[kind]).inc();
+                }
+                Err(e)
+            }
+        }
     }
 
-    /// Sends a request and maps failures to [`GateError`].
-    async fn send(&self, req: Request<Body>) -> Result<Response<Body>, GateError> {
+    /// Sends a request and maps failures to [`GateError`] and their `kind` label (none when
+    /// the request's own body failed: the client broke off its upload).
+    async fn send(
+        &self,
+        req: Request<Body>,
+    ) -> Result<Response<Incoming>, (GateError, Option<&'static str>)> {
         let res = match tokio::time::timeout(self.response_timeout, self.client.request(req)).await
         {
             Err(_) => {
-                return Err(GateError::UpstreamTimeout {
+                let e = GateError::UpstreamTimeout {
                     upstream: self.authority.to_string(),
                     millis: self.response_timeout.as_millis(),
-                })
+                };
+                return Err((e, Some("timeout")));
             }
             Ok(Err(e)) if e.is_connect() => {
-                return Err(GateError::UpstreamUnreachable {
+                let unreachable = GateError::UpstreamUnreachable {
                     upstream: self.authority.to_string(),
                     reason: error_chain(&e),
+                };
+                return Err((unreachable, Some("connect")));
+            }
+            Ok(Err(e)) => {
+                return Err(match failure_kind(&e) {
+                    Some(kind) => (self.failed(error_chain(&e)), Some(kind)),
+                    None => (GateError::BodyRead(error_chain(&e)), None),
                 })
             }
-            Ok(Err(e)) => return Err(self.failed(error_chain(&e))),
             Ok(Ok(res)) => res,
         };
         let (mut parts, incoming) = res.into_parts();
         remove_hop_by_hop(&mut parts.headers);
-        Ok(Response::from_parts(parts, Body::new(incoming)))
+        Ok(Response::from_parts(parts, incoming))
     }
 
     /// A GET to the upstream with a short deadline (health checks, model discovery).
@@ -137,9 +178,9 @@ impl Upstream {
             .body(Body::empty())
             .map_err(|e| self.failed(e.to_string()))?;
         let fetch = async {
-            let res = self.send(req).await?;
+            let res = self.send(req).await.map_err(|(e, _)| e)?;
             let status = res.status();
-            let body = axum::body::to_bytes(res.into_body(), 16 << 20)
+            let body = axum::body::to_bytes(Body::new(res.into_body()), 16 << 20)
                 .await
                 .map_err(|e| self.failed(e.to_string()))?;
             Ok((status, body))
@@ -206,6 +247,102 @@ fn plain_only() -> rustls::ClientConfig {
                 .with_no_client_auth()
         })
         .expect("ring supports the default protocol versions")
+}
+
+/// The `kind` of a failure before the response head: `reset` when the connection closed or
+/// was reset first, `protocol` for an answer that is not HTTP (and anything else); `None`
+/// when the request's body failed (the client broke off an upload that was being streamed):
+/// not the upstream's fault.
+fn failure_kind(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = src {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            if h.is_user() || h.is_body_write_aborted() {
+                return None;
+            }
+            if h.is_parse() || h.is_parse_status() {
+                return Some("protocol");
+            }
+            if h.is_incomplete_message() || h.is_canceled() {
+                return Some("reset");
+            }
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(
+                io.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+            ) {
+                return Some("reset");
+            }
+        }
+        src = err.source();
+    }
+    Some("protocol")
+}
+
+/// A forwarded response's body: counts a body that breaks off (`truncated`) and ends one
+/// that sends nothing for `idle` (`stalled`) with an error, which cuts the client's response
+/// short and drops the upstream connection.
+struct Watched {
+    inner: Incoming,
+    idle: Duration,
+    /// Since when the gateway has been waiting for the next frame (not while the client is
+    /// slow to take the last one): from the headers, then from the first poll after a frame.
+    waiting: Option<tokio::time::Instant>,
+    /// At or before `waiting + idle`; moved on lazily when it fires early.
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    errors: IntCounterVec,
+}
+
+/// The error a stalled response body ends with.
+#[derive(Debug, thiserror::Error)]
+#[error("the upstream sent nothing for {0} ms")]
+struct Stalled(u128);
+
+impl http_body::Body for Watched {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                this.waiting = None;
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                this.errors.with_label_values(&["truncated"]).inc();
+                Poll::Ready(Some(Err(e.into())))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => loop {
+                let since = *this.waiting.get_or_insert_with(tokio::time::Instant::now);
+                if this.deadline.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                let due = since + this.idle;
+                if due > tokio::time::Instant::now() {
+                    this.deadline.as_mut().reset(due);
+                    continue;
+                }
+                this.errors.with_label_values(&["stalled"]).inc();
+                let e = Stalled(this.idle.as_millis());
+                return Poll::Ready(Some(Err(e.into())));
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -1,10 +1,15 @@
 //! Upstream and client faults. A small raw-TCP fake upstream misbehaves on command (refuses,
-//! resets before or during the response, stalls before headers or mid-stream, sends garbage,
-//! closes keep-alive connections after each answer). Each time the client gets a clear
-//! 502/504 or a terminated stream, `mmgate_upstream_errors_total{kind}` counts it, the gateway
-//! still serves the next normal request, and `mmgate_in_flight_requests` returns to 0.
-//! Clients that leave mid-upload or mid-stream cancel the upstream request (its connection
-//! closes) and release what they held.
+//! resets or closes before or during the response, stalls before headers or mid-stream,
+//! sends garbage before or after the headers, closes keep-alive connections after each
+//! answer). Each time the client gets a clear 502/504 or a response cut short,
+//! `mmgate_upstream_errors_total{kind}` counts that kind (`connect`, `reset`, `protocol`,
+//! `timeout`, `truncated`, `stalled`), the gateway still serves the next normal request, and
+//! the in-flight gauges return to 0. The pool allows one request at a time with no queue,
+//! so a permit that was not released would turn that next request into a 503.
+//!
+//! Clients that leave mid-upload, while the upstream works, or mid-stream cancel the upstream
+//! request (its connection closes; a partial upload is never completed) and release what
+//! they held.
 
 #[path = "support/raw.rs"]
 mod raw;
@@ -27,6 +32,15 @@ const CLEAN: &str = r#"{"model":"tiny","messages":[]}"#;
 const STREAM: &str = r#"{"model":"tiny","messages":[],"stream":true}"#;
 const OK: &[u8] =
     b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{\"ok\":true}";
+/// Every kind `mmgate_upstream_errors_total` counts.
+const KINDS: [&str; 6] = [
+    "connect",
+    "timeout",
+    "reset",
+    "protocol",
+    "truncated",
+    "stalled",
+];
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Behaviour {
@@ -35,6 +49,10 @@ enum Behaviour {
     ResetBeforeHeaders,
     /// Sends headers and part of a fixed-length body, then resets.
     ResetMidBody,
+    /// Sends headers and part of a fixed-length body, then closes cleanly (FIN).
+    CloseMidBody,
+    /// Sends chunked headers, one chunk, then bytes that are not a chunk.
+    GarbageMidBody,
     /// Reads the request, then sends nothing (until the gateway gives up).
     StallBeforeHeaders,
     /// Sends SSE headers and one event, then sends nothing more.
@@ -45,8 +63,8 @@ enum Behaviour {
     CloseAfterEach,
 }
 
-/// What the fake saw of one connection: requests read, and whether it then saw the gateway
-/// close it (EOF or reset while waiting).
+/// What the fake saw of one connection: whole requests read, and whether it then saw the
+/// gateway close it (EOF or reset while waiting, or in the middle of a request).
 #[derive(Debug)]
 enum Event {
     Request,
@@ -82,50 +100,93 @@ impl Faulty {
         }
     }
 
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
     fn set(&self, b: Behaviour) {
         *self.behaviour.lock().unwrap() = b;
     }
 
-    /// Waits (bounded) for the fake to see the gateway close a connection it was holding.
-    async fn peer_closed(&mut self) -> bool {
-        let deadline = tokio::time::Instant::now() + VERDICT;
+    /// Waits (bounded) for the next event; `None` after [`VERDICT`].
+    async fn next(&mut self) -> Option<Event> {
+        tokio::time::timeout(VERDICT, self.events.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Waits (bounded) for the fake to see the gateway close a connection it was holding;
+    /// returns the whole requests it read before that.
+    async fn peer_closed(&mut self) -> Option<usize> {
+        let mut requests = 0;
         loop {
-            match tokio::time::timeout_at(deadline, self.events.recv()).await {
-                Ok(Some(Event::PeerClosed)) => return true,
-                Ok(Some(Event::Request)) => continue,
-                _ => return false,
+            match self.next().await? {
+                Event::PeerClosed => return Some(requests),
+                Event::Request => requests += 1,
             }
         }
     }
 }
 
-/// Reads one request head and its Content-Length body; `None` at EOF.
-async fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {
+/// Reads more bytes into `buf`; `None` at EOF or on an error.
+async fn fill(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {
     let mut chunk = [0u8; 4096];
+    match s.read(&mut chunk).await {
+        Ok(n) if n > 0 => {
+            buf.extend_from_slice(&chunk[..n]);
+            Some(())
+        }
+        _ => None,
+    }
+}
+
+/// Reads one line (without its CRLF) from the front of `buf`.
+async fn line(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<String> {
+    loop {
+        if let Some(i) = raw::find(buf, b"\r\n") {
+            let l = String::from_utf8_lossy(&buf[..i]).into_owned();
+            buf.drain(..i + 2);
+            return Some(l);
+        }
+        fill(s, buf).await?;
+    }
+}
+
+/// Reads one whole request (head, then a Content-Length or chunked body); `None` if the
+/// connection ends first, so a partial upload is never taken for a request.
+async fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {
     let end = loop {
         if let Some(i) = raw::find(buf, b"\r\n\r\n") {
             break i + 4;
         }
-        let n = s.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
+        fill(s, buf).await?;
     };
     let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    while buf.len() < end + len {
-        let n = s.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
+    buf.drain(..end);
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
+    };
+    if header("transfer-encoding:").is_some_and(|te| te.ends_with("chunked")) {
+        loop {
+            let size = line(s, buf).await?;
+            let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+            if size == 0 {
+                while !line(s, buf).await?.is_empty() {}
+                return Some(());
+            }
+            while buf.len() < size + 2 {
+                fill(s, buf).await?;
+            }
+            buf.drain(..size + 2);
         }
-        buf.extend_from_slice(&chunk[..n]);
     }
-    buf.drain(..end + len);
+    let len: usize = header("content-length:").map_or(0, |v| v.parse().unwrap_or(0));
+    while buf.len() < len {
+        fill(s, buf).await?;
+    }
+    buf.drain(..len);
     Some(())
 }
 
@@ -146,6 +207,8 @@ fn reset(s: TcpStream) {
     let _ = s.set_linger(Some(Duration::ZERO));
     drop(s);
 }
+
+const PARTIAL: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{\"partial\":";
 
 async fn connection(
     mut s: TcpStream,
@@ -169,11 +232,22 @@ async fn connection(
             }
             Behaviour::ResetBeforeHeaders => return reset(s),
             Behaviour::ResetMidBody => {
-                let _ = s
-                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{\"partial\":")
-                    .await;
+                let _ = s.write_all(PARTIAL).await;
                 let _ = s.flush().await;
                 return reset(s);
+            }
+            Behaviour::CloseMidBody => {
+                let _ = s.write_all(PARTIAL).await;
+                let _ = s.shutdown().await;
+                return;
+            }
+            Behaviour::GarbageMidBody => {
+                let _ = s
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\nf\r\ndata: {\"t\":0}\n\n\r\nzz\x00\xff not a chunk\r\n",
+                    )
+                    .await;
+                return until_closed(s, &tx).await;
             }
             Behaviour::StallBeforeHeaders => return until_closed(s, &tx).await,
             Behaviour::StallMidStream => {
@@ -195,27 +269,62 @@ async fn connection(
     let _ = tx.send(Event::PeerClosed);
 }
 
-/// A gateway in front of `upstream` with a short response timeout and no discovery.
-async fn gateway_for(upstream: &str) -> mmgate::server::Running {
+/// A gateway in front of `upstream` (strip mode, no discovery, no health checks) with the
+/// given response timeout; its pool admits one request at a time, without a queue, unless
+/// `pool` says otherwise.
+async fn gateway_for(
+    upstream: &str,
+    response_timeout_ms: u64,
+    pool: &str,
+) -> mmgate::server::Running {
     let text = format!(
-        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[upstream]\nurl = \"{upstream}\"\nresponse_timeout_ms = 300\nconnect_timeout_ms = 500\n[vllm]\ndiscover_models = false\ndiscover_routes = false\n[gate]\ndefault = \"strip\"\n"
+        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[pools.default]\nmembers = [\"{upstream}\"]\nhealth_check = false\nresponse_timeout_ms = {response_timeout_ms}\nconnect_timeout_ms = 500\n{pool}\n[vllm]\ndiscover_models = false\ndiscover_routes = false\n[gate]\ndefault = \"strip\"\n"
     );
-    let config = mmgate::config::Config::parse(&text).unwrap();
+    let config = mmgate::config::Config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     mmgate::server::start(config, Duration::from_secs(5))
         .await
         .unwrap()
 }
 
-async fn errors(c: &TestClient, admin: SocketAddr, kind: &str) -> f64 {
-    let name = format!("mmgate_upstream_errors_total{{kind=\"{kind}\"}}");
-    metric(c, admin, &name).await.unwrap_or(0.0)
+const ONE_AT_A_TIME: &str = "max_concurrency = 1\nmax_queue = 0";
+/// A short response timeout (also the longest silence of a response body).
+const SHORT: u64 = 300;
+/// A response timeout no test reaches.
+const LONG: u64 = 60_000;
+
+/// `mmgate_upstream_errors_total` for every kind.
+async fn errors(c: &TestClient, admin: SocketAddr) -> Vec<(&'static str, u64)> {
+    let mut out = Vec::new();
+    for kind in KINDS {
+        let name = format!("mmgate_upstream_errors_total{{kind=\"{kind}\"}}");
+        out.push((kind, metric(c, admin, &name).await.unwrap_or(0.0) as u64));
+    }
+    out
 }
 
-async fn in_flight_returns_to_zero(c: &TestClient, admin: SocketAddr) {
-    eventually("mmgate_in_flight_requests to return to 0", || async {
-        metric(c, admin, "mmgate_in_flight_requests ").await == Some(0.0)
-    })
-    .await;
+/// Asserts the error counts: `expected` for the kinds it names, 0 for the others.
+async fn counted(c: &TestClient, admin: SocketAddr, expected: &[(&str, u64)]) {
+    let want: Vec<(&str, u64)> = KINDS
+        .iter()
+        .map(|k| {
+            let n = expected.iter().find(|(e, _)| e == k).map_or(0, |e| e.1);
+            (*k, n)
+        })
+        .collect();
+    assert_eq!(errors(c, admin).await, want, "mmgate_upstream_errors_total");
+}
+
+/// Waits until nothing is in flight, in the gateway and in the pool.
+async fn released(c: &TestClient, admin: SocketAddr) {
+    for gauge in [
+        "mmgate_in_flight_requests ",
+        "mmgate_pool_in_flight_requests{pool=\"default\"}",
+    ] {
+        eventually(&format!("{gauge} to return to 0"), || async {
+            metric(c, admin, gauge).await.unwrap_or(0.0) == 0.0
+        })
+        .await;
+    }
 }
 
 fn post(path: &str, body: &str) -> String {
@@ -232,20 +341,22 @@ async fn ask(gw: &mmgate::server::Running, path: &str, body: &str) -> raw::RawRe
     c.response().await.unwrap()
 }
 
-/// After a fault: a normal request succeeds, nothing is left in flight.
+/// After a fault: everything is released, and a normal request (which needs the pool's one
+/// permit) succeeds.
 async fn still_healthy(fake: &Faulty, gw: &mmgate::server::Running, http: &TestClient) {
+    released(http, gw.admin).await;
     fake.set(Behaviour::Normal);
     let r = ask(gw, CHAT, CLEAN).await;
     assert_eq!(r.status, 200, "the gateway serves again: {}", r.text());
-    in_flight_returns_to_zero(http, gw.admin).await;
+    released(http, gw.admin).await;
 }
 
 #[tokio::test]
 async fn a_refused_connection_gives_502_naming_the_upstream_and_counts_connect() {
     let dead = dead_url();
-    let gw = gateway_for(&dead).await;
+    let gw = gateway_for(&dead, SHORT, ONE_AT_A_TIME).await;
     let http = client();
-    for path in [CHAT, UNGATED] {
+    for path in [CHAT, UNGATED, CHAT] {
         let r = ask(&gw, path, CLEAN).await;
         assert_eq!(r.status, 502, "{}", r.text());
         assert!(
@@ -254,14 +365,14 @@ async fn a_refused_connection_gives_502_naming_the_upstream_and_counts_connect()
             r.text()
         );
     }
-    assert_eq!(errors(&http, gw.admin, "connect").await, 2.0);
-    in_flight_returns_to_zero(&http, gw.admin).await;
+    counted(&http, gw.admin, &[("connect", 3)]).await;
+    released(&http, gw.admin).await;
 }
 
 #[tokio::test]
-async fn a_reset_before_headers_gives_502_and_counts_protocol() {
+async fn a_reset_before_headers_gives_502_and_counts_reset() {
     let fake = Faulty::start().await;
-    let gw = gateway_for(&format!("http://{}", fake.addr)).await;
+    let gw = gateway_for(&fake.url(), SHORT, ONE_AT_A_TIME).await;
     let http = client();
     fake.set(Behaviour::ResetBeforeHeaders);
     let r = ask(&gw, CHAT, CLEAN).await;
@@ -271,69 +382,87 @@ async fn a_reset_before_headers_gives_502_and_counts_protocol() {
         "says it is the gateway: {}",
         r.text()
     );
-    assert_eq!(errors(&http, gw.admin, "protocol").await, 1.0);
+    counted(&http, gw.admin, &[("reset", 1)]).await;
     still_healthy(&fake, &gw, &http).await;
 }
 
 #[tokio::test]
-async fn a_reset_mid_body_terminates_the_clients_response_without_a_clean_end() {
+async fn a_response_broken_off_mid_body_is_cut_short_for_the_client_and_counts_truncated() {
     let fake = Faulty::start().await;
-    let gw = gateway_for(&format!("http://{}", fake.addr)).await;
+    let gw = gateway_for(&fake.url(), SHORT, ONE_AT_A_TIME).await;
     let http = client();
-    fake.set(Behaviour::ResetMidBody);
-    let mut c = Conn::open(gw.addr).await;
-    c.write(post(CHAT, CLEAN).as_bytes()).await;
-    let r = c.response().await;
-    // Headers went out already: the client sees its body cut short, never a complete one.
-    let e = r.expect_err("a body shorter than its length is not a complete response");
-    assert!(e.contains("cut short") || e.contains("closed"), "{e}");
-    still_healthy(&fake, &gw, &http).await;
+    let faults = [
+        Behaviour::ResetMidBody,
+        Behaviour::CloseMidBody,
+        Behaviour::GarbageMidBody,
+    ];
+    for (n, b) in faults.into_iter().enumerate() {
+        fake.set(b);
+        let mut c = Conn::open(gw.addr).await;
+        c.write(post(CHAT, CLEAN).as_bytes()).await;
+        // Headers went out already: the client sees its body cut short, never a whole one.
+        let e = c
+            .response()
+            .await
+            .expect_err("a body cut short is not a complete response");
+        assert!(e.contains("short") || e.contains("closed"), "{b:?}: {e}");
+        counted(&http, gw.admin, &[("truncated", n as u64 + 1)]).await;
+        still_healthy(&fake, &gw, &http).await;
+    }
 }
 
 #[tokio::test]
 async fn a_stall_before_headers_gives_504_counts_timeout_and_closes_the_upstream_connection() {
     let mut fake = Faulty::start().await;
-    let gw = gateway_for(&format!("http://{}", fake.addr)).await;
+    let gw = gateway_for(&fake.url(), SHORT, ONE_AT_A_TIME).await;
     let http = client();
     fake.set(Behaviour::StallBeforeHeaders);
     let r = ask(&gw, CHAT, CLEAN).await;
     assert_eq!(r.status, 504, "{}", r.text());
-    assert_eq!(errors(&http, gw.admin, "timeout").await, 1.0);
     assert!(
+        r.text().contains("300 ms"),
+        "names the timeout: {}",
+        r.text()
+    );
+    counted(&http, gw.admin, &[("timeout", 1)]).await;
+    assert_eq!(
         fake.peer_closed().await,
+        Some(1),
         "the gateway gave up on the connection"
     );
     still_healthy(&fake, &gw, &http).await;
 }
 
 #[tokio::test]
-async fn a_stall_mid_stream_keeps_the_stream_open_until_the_client_leaves_then_cancels() {
-    // Defined behaviour: response_timeout_ms bounds only the time to response headers; once
-    // a stream has started mmgate passes it through for as long as the upstream holds it
-    // open (vLLM may take long between tokens). The client ends it by leaving, and that
-    // closes the upstream connection and releases the request.
+async fn a_stall_mid_stream_ends_the_stream_after_the_response_timeout_and_counts_stalled() {
+    // response_timeout_ms also bounds the silence between a response's body frames: a
+    // stream that stops is cut (never ended cleanly) and releases what it held.
     let mut fake = Faulty::start().await;
-    let gw = gateway_for(&format!("http://{}", fake.addr)).await;
+    let gw = gateway_for(&fake.url(), SHORT, ONE_AT_A_TIME).await;
     let http = client();
     fake.set(Behaviour::StallMidStream);
     let mut c = Conn::open(gw.addr).await;
     c.write(post(CHAT, STREAM).as_bytes()).await;
     assert!(
-        !c.closed_within(Duration::from_millis(600)).await,
-        "the stream is still open past the response timeout"
+        c.closed_within(VERDICT).await,
+        "the gateway ends a stalled stream"
     );
+    let got = c.unread();
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{}", got.escape_ascii());
     assert!(
-        raw::find(c.unread(), b"data: {\"t\":0}").is_some(),
+        raw::find(got, b"data: {\"t\":0}").is_some(),
         "the first event arrived"
     );
-    assert_eq!(
-        metric(&http, gw.admin, "mmgate_in_flight_requests ").await,
-        Some(1.0)
-    );
-    drop(c);
     assert!(
+        raw::find(got, b"\r\n0\r\n\r\n").is_none(),
+        "the stream is cut, not ended cleanly: {}",
+        got.escape_ascii()
+    );
+    counted(&http, gw.admin, &[("stalled", 1)]).await;
+    assert_eq!(
         fake.peer_closed().await,
-        "the upstream sees the cancellation"
+        Some(1),
+        "the upstream connection is closed"
     );
     still_healthy(&fake, &gw, &http).await;
 }
@@ -341,21 +470,21 @@ async fn a_stall_mid_stream_keeps_the_stream_open_until_the_client_leaves_then_c
 #[tokio::test]
 async fn garbage_from_the_upstream_gives_502_and_counts_protocol() {
     let fake = Faulty::start().await;
-    let gw = gateway_for(&format!("http://{}", fake.addr)).await;
+    let gw = gateway_for(&fake.url(), SHORT, ONE_AT_A_TIME).await;
     let http = client();
     fake.set(Behaviour::Garbage);
     for path in [CHAT, UNGATED] {
         let r = ask(&gw, path, CLEAN).await;
         assert_eq!(r.status, 502, "{}", r.text());
     }
-    assert_eq!(errors(&http, gw.admin, "protocol").await, 2.0);
+    counted(&http, gw.admin, &[("protocol", 2)]).await;
     still_healthy(&fake, &gw, &http).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_upstream_closing_each_keep_alive_connection_loses_no_request_and_never_hangs() {
     let fake = Faulty::start().await;
-    let gw = gateway_for(&format!("http://{}", fake.addr)).await;
+    let gw = gateway_for(&fake.url(), SHORT, "").await;
     let http = client();
     fake.set(Behaviour::CloseAfterEach);
     let (mut ok, mut bad) = (0usize, 0usize);
@@ -382,44 +511,147 @@ async fn an_upstream_closing_each_keep_alive_connection_loses_no_request_and_nev
             }
         }
     }
-    println!("200 requests: {ok} answered 200, {bad} answered 502");
+    let counts = errors(&http, gw.admin).await;
+    println!("200 requests: {ok} answered 200, {bad} answered 502; errors {counts:?}");
     assert_eq!(ok + bad, 200);
     assert_eq!(
         fake.answered.load(Ordering::SeqCst),
         ok,
         "every 200 is one upstream answer, none answered twice"
     );
-    let protocol = errors(&http, gw.admin, "protocol").await;
-    assert_eq!(protocol as usize, bad, "every 502 is counted");
+    let get = |k: &str| counts.iter().find(|c| c.0 == k).unwrap().1 as usize;
+    assert_eq!(
+        get("reset") + get("protocol"),
+        bad,
+        "every 502 is counted, as a reset (or a broken answer)"
+    );
+    released(&http, gw.admin).await;
     still_healthy(&fake, &gw, &http).await;
 }
 
 #[tokio::test]
 async fn a_client_leaving_mid_upload_cancels_the_upstream_request_and_releases_it() {
     let mut fake = Faulty::start().await;
-    let gw = gateway_for(&format!("http://{}", fake.addr)).await;
+    let gw = gateway_for(&fake.url(), LONG, ONE_AT_A_TIME).await;
     let http = client();
-    // An ungated route streams the body through: the upstream has the request open.
-    let mut c = Conn::open(gw.addr).await;
-    c.write(head(UNGATED, "Content-Length: 100000\r\n").as_bytes())
-        .await;
-    c.write(&[b'x'; 1000]).await;
-    drop(c);
-    assert!(
-        fake.peer_closed().await,
-        "the upstream connection is closed"
-    );
+    // An ungated route streams the body through: the upstream has the request open, and
+    // it is closed before the body is whole, with a length or chunked.
+    for framing in [
+        "Content-Length: 100000\r\n",
+        "Transfer-Encoding: chunked\r\n",
+    ] {
+        let mut c = Conn::open(gw.addr).await;
+        c.write(head(UNGATED, framing).as_bytes()).await;
+        if framing.starts_with("Transfer") {
+            c.write(format!("3e8\r\n{}\r\n", "x".repeat(1000)).as_bytes())
+                .await;
+        } else {
+            c.write(&[b'x'; 1000]).await;
+        }
+        drop(c);
+        assert_eq!(
+            fake.peer_closed().await,
+            Some(0),
+            "{framing:?}: the upstream connection is closed, the request never whole"
+        );
+        released(&http, gw.admin).await;
+    }
     // A gated route reads the body first: nothing is forwarded at all.
     let mut c = Conn::open(gw.addr).await;
     c.write(head(CHAT, "Content-Length: 100000\r\n").as_bytes())
         .await;
     c.write(&[b' '; 1000]).await;
     drop(c);
-    in_flight_returns_to_zero(&http, gw.admin).await;
     still_healthy(&fake, &gw, &http).await;
     assert_eq!(
         fake.answered.load(Ordering::SeqCst),
         1,
         "only the health probe"
     );
+    counted(&http, gw.admin, &[]).await;
+}
+
+#[tokio::test]
+async fn a_client_leaving_while_the_upstream_works_cancels_it_and_is_recorded() {
+    let mut fake = Faulty::start().await;
+    let gw = gateway_for(&fake.url(), LONG, ONE_AT_A_TIME).await;
+    let http = client();
+    fake.set(Behaviour::StallBeforeHeaders);
+    let mut c = Conn::open(gw.addr).await;
+    c.write(post(CHAT, CLEAN).as_bytes()).await;
+    assert!(
+        matches!(fake.next().await, Some(Event::Request)),
+        "the upstream has the request"
+    );
+    drop(c);
+    assert_eq!(
+        fake.peer_closed().await,
+        Some(0),
+        "the upstream sees the cancellation"
+    );
+    let cancelled = r#"mmgate_requests_total{mode="strip",outcome="cancelled",route="chat"}"#;
+    eventually("the cancelled request to be recorded", || async {
+        metric(&http, gw.admin, cancelled).await == Some(1.0)
+    })
+    .await;
+    counted(&http, gw.admin, &[]).await;
+    still_healthy(&fake, &gw, &http).await;
+}
+
+#[tokio::test]
+async fn a_client_leaving_mid_stream_cancels_the_upstream_stream_and_releases_it() {
+    let mut fake = Faulty::start().await;
+    let gw = gateway_for(&fake.url(), LONG, ONE_AT_A_TIME).await;
+    let http = client();
+    fake.set(Behaviour::StallMidStream);
+    let mut c = Conn::open(gw.addr).await;
+    c.write(post(CHAT, STREAM).as_bytes()).await;
+    let deadline = tokio::time::Instant::now() + VERDICT;
+    while raw::find(c.unread(), b"data: {\"t\":0}").is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "the first event");
+        let closed = c.closed_within(Duration::from_millis(50)).await;
+        assert!(!closed, "the stream stays open");
+    }
+    assert_eq!(
+        metric(
+            &http,
+            gw.admin,
+            "mmgate_pool_in_flight_requests{pool=\"default\"}"
+        )
+        .await,
+        Some(1.0),
+        "the stream holds the pool's permit"
+    );
+    drop(c);
+    assert_eq!(
+        fake.peer_closed().await,
+        Some(1),
+        "the upstream sees the cancellation"
+    );
+    counted(&http, gw.admin, &[]).await;
+    still_healthy(&fake, &gw, &http).await;
+}
+
+#[tokio::test]
+async fn a_slow_upload_on_a_streamed_route_gets_504_and_never_reaches_the_upstream_whole() {
+    // Ungated routes stream the client's body to vLLM as it comes (no body timeout of
+    // their own): an upload that stops is bounded by response_timeout_ms (vLLM answers
+    // only once it has the whole body), and then the upstream connection is dropped
+    // before the body is whole.
+    let mut fake = Faulty::start().await;
+    let gw = gateway_for(&fake.url(), SHORT, ONE_AT_A_TIME).await;
+    let http = client();
+    let mut c = Conn::open(gw.addr).await;
+    c.write(head(UNGATED, "Content-Length: 100\r\n").as_bytes())
+        .await;
+    c.write(b"{\"file\":").await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert_eq!(
+        fake.peer_closed().await,
+        Some(0),
+        "the upstream never had a whole request"
+    );
+    counted(&http, gw.admin, &[("timeout", 1)]).await;
+    still_healthy(&fake, &gw, &http).await;
 }
