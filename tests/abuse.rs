@@ -34,9 +34,14 @@ async fn start() -> (FakeVllm, mmgate::server::Running) {
 }
 
 fn post(path: &str, body: &str) -> String {
+    post_with(path, "", body)
+}
+
+/// A POST with extra header lines before its `Content-Length`.
+fn post_with(path: &str, extra: &str, body: &str) -> String {
     format!(
         "{}{body}",
-        head(path, &format!("Content-Length: {}\r\n", body.len()))
+        head(path, &format!("{extra}Content-Length: {}\r\n", body.len()))
     )
 }
 
@@ -379,4 +384,147 @@ async fn http2_prior_knowledge_is_served_with_the_same_gate() {
     let (status, _) = send(CLEAN).await;
     assert_eq!(status, 200);
     assert_eq!(fake.received()[0].body, Bytes::from(CLEAN));
+}
+
+#[tokio::test]
+async fn too_many_header_lines_get_431_or_a_close_and_nothing_is_forwarded() {
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    let many: String = (0..200).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let _ = c
+        .write_lossy(post_with(CHAT, &many, CLEAN).as_bytes())
+        .await;
+    match c.response().await {
+        Ok(r) => assert_eq!(r.status, 431, "{}", r.head),
+        Err(e) => assert!(e.contains("closed"), "{e}"),
+    }
+    assert!(fake.received().is_empty());
+}
+
+#[tokio::test]
+async fn headers_trickled_a_byte_at_a_time_are_cut_off_by_the_header_timeout() {
+    // The header timeout bounds the whole head, not the gap between bytes: a client that
+    // keeps sending one byte every 20 ms never gets its head in.
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    let started = tokio::time::Instant::now();
+    let endless = format!(
+        "POST {CHAT} HTTP/1.1\r\nHost: gw\r\nX-Slow: {}",
+        "a".repeat(10_000)
+    );
+    let mut pace = tokio::time::interval(std::time::Duration::from_millis(20));
+    let mut closed = false;
+    for b in endless.as_bytes() {
+        pace.tick().await;
+        if !c.write_lossy(&[*b]).await || started.elapsed() > VERDICT {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "the head never ends, but the connection does");
+    assert!(
+        c.closed_within(VERDICT).await,
+        "the gateway closed the connection"
+    );
+    assert!(
+        started.elapsed() < VERDICT,
+        "cut off by the 300 ms header timeout, not by the test's own deadline"
+    );
+    assert!(fake.received().is_empty());
+}
+
+#[tokio::test]
+async fn a_gated_body_trickled_a_byte_at_a_time_gets_400_after_the_body_timeout() {
+    // Likewise the body timeout bounds the whole gated body.
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    let body = format!(r#"{{"model":"tiny","pad":"{}"}}"#, "a".repeat(900));
+    c.write(head(CHAT, &format!("Content-Length: {}\r\n", body.len())).as_bytes())
+        .await;
+    let started = tokio::time::Instant::now();
+    let mut pace = tokio::time::interval(std::time::Duration::from_millis(20));
+    for b in body.as_bytes() {
+        pace.tick().await;
+        if !c.write_lossy(&[*b]).await || started.elapsed() > VERDICT {
+            break;
+        }
+        if !c.unread().is_empty() || c.closed_within(std::time::Duration::ZERO).await {
+            break;
+        }
+    }
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text().contains("not received within 300 ms"),
+        "{}",
+        r.text()
+    );
+    assert!(started.elapsed() < VERDICT);
+    assert!(fake.received().is_empty());
+}
+
+#[tokio::test]
+async fn the_rest_of_a_refused_chunked_body_is_never_read_as_a_request() {
+    // A 413 is sent before the body is read to its end. Whatever follows on the
+    // connection (here, a whole offending request hidden in the oversized body's last
+    // chunk) is never parsed as a request of its own and never forwarded.
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    let hidden = post(CHAT, OFFENDING);
+    let mut req = head(CHAT, "Transfer-Encoding: chunked\r\n");
+    let filler = "x".repeat(LIMIT);
+    req.push_str(&format!("{:x}\r\n{filler}\r\n", filler.len()));
+    req.push_str(&format!("{:x}\r\n{hidden}\r\n0\r\n\r\n", hidden.len()));
+    req.push_str(&post(UNGATED, CLEAN));
+    let _ = c.write_lossy(req.as_bytes()).await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 413, "{}", r.text());
+    // Either the connection is closed, or the next request on it is the real one.
+    match c.response().await {
+        Ok(next) => {
+            assert_eq!(next.status, 200, "{}", next.head);
+            let got = fake.received();
+            assert_eq!(got.len(), 1, "only the request after the body");
+            assert_eq!(got[0].path, UNGATED);
+        }
+        Err(e) => {
+            assert!(e.contains("closed"), "{e}");
+            assert!(fake.received().is_empty(), "nothing reaches the upstream");
+        }
+    }
+}
+
+#[tokio::test]
+async fn http2_bodies_over_the_limit_get_413_with_or_without_a_length() {
+    use futures_util::stream;
+    use http_body_util::combinators::BoxBody;
+    use http_body_util::StreamBody;
+
+    let (fake, gw) = start().await;
+    type H2Body = BoxBody<Bytes, std::convert::Infallible>;
+    let h2: Client<_, H2Body> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let big = format!(r#"{{"model":"tiny","pad":"{}"}}"#, "a".repeat(2 * LIMIT));
+    let sized: H2Body = Full::new(Bytes::from(big.clone())).boxed();
+    // Without a length: three DATA frames of an unknown total.
+    let pieces: Vec<Result<http_body::Frame<Bytes>, std::convert::Infallible>> = big
+        .as_bytes()
+        .chunks(big.len() / 3 + 1)
+        .map(|p| Ok(http_body::Frame::data(Bytes::copy_from_slice(p))))
+        .collect();
+    let unsized_: H2Body = StreamBody::new(stream::iter(pieces)).boxed();
+    for body in [sized, unsized_] {
+        let req = http::Request::post(format!("http://{}{CHAT}", gw.addr))
+            .header("content-type", "application/json")
+            .body(body)
+            .unwrap();
+        let res = tokio::time::timeout(VERDICT, h2.request(req))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(res.version(), http::Version::HTTP_2);
+        assert_eq!(res.status(), 413);
+    }
+    assert!(fake.received().is_empty());
 }
