@@ -1,13 +1,16 @@
-//! Nothing is changed silently: over the whole conformance corpus, in each mode (`pass`,
-//! `shadow`, `strip`, `reject`), every request is exactly one of
+//! Nothing is changed silently: over the whole conformance corpus, for each action (the
+//! modes `pass`, `shadow`, `strip`, `reject`, and `route` for a trusted client with two
+//! pools), every request is exactly one of
 //!
-//! 1. forwarded byte-identical (the upstream received the client's bytes, and the response
-//!    carries no `x-mmgate-stripped` header),
+//! 1. forwarded byte-identical (one upstream received the client's method, path and bytes,
+//!    and the response carries no `x-mmgate-stripped` header),
 //! 2. stripped: the response carries `x-mmgate-stripped` naming the removed fields, the
-//!    upstream received the body minus exactly those members, and (checked with the real
-//!    binary) one stdout log line with the same request id lists the same fields,
-//! 3. answered by mmgate itself (the upstream received nothing) with an error status and an
-//!    error envelope whose message says why.
+//!    upstream received the same method and path and the body minus exactly those members
+//!    (every other member's value unchanged where `serde_json` reads the body), and
+//!    (checked with the real binary) one stdout log line with the same request id lists
+//!    the same fields,
+//! 3. answered by mmgate itself (no upstream received anything) with an error status and
+//!    an error envelope whose message says why.
 
 mod support;
 
@@ -55,6 +58,10 @@ fn fate_of(case: &Case, reply: &Reply, received: &[Received]) -> Result<Fate, St
             }
             Ok(Fate::Answered)
         }
+        ([got], _) if got.method.as_str() != case.method || got.path != case.path => Err(format!(
+            "forwarded as {} {} instead of {} {}",
+            got.method, got.path, case.method, case.path
+        )),
         ([got], None) => {
             if got.body != case.body[..] {
                 return Err(format!(
@@ -83,6 +90,19 @@ fn fate_of(case: &Case, reply: &Reply, received: &[Received]) -> Result<Fate, St
                     "header says {fields:?} but members went from {:?} to {kept:?}",
                     before.members.iter().map(|m| &*m.name).collect::<Vec<_>>()
                 ));
+            }
+            if let Ok(Value::Object(mut original)) = serde_json::from_slice::<Value>(&case.body) {
+                for f in &fields {
+                    original.remove(f);
+                }
+                let sent: Value = serde_json::from_slice(&got.body)
+                    .map_err(|e| format!("the stripped body does not parse as JSON: {e}"))?;
+                if sent != Value::Object(original) {
+                    return Err(format!(
+                        "the stripped body is not the original minus {fields:?}: {}",
+                        got.body.escape_ascii()
+                    ));
+                }
             }
             Ok(Fate::Stripped(fields))
         }
@@ -131,6 +151,83 @@ async fn every_case_in_every_mode_is_forwarded_as_sent_stripped_visibly_or_refus
         }
         gw.stop().await;
     }
+    assert!(
+        failures.is_empty(),
+        "{} silent changes:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// A keyed trusted client in `route` mode: offending requests go to the trusted pool,
+/// the others to the default one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_route_mode_every_case_goes_to_one_pool_as_sent_or_is_refused_with_a_reason() {
+    const KEY: &str = "sk-nothing-silent";
+    let policy = format!(
+        r#"
+[gate]
+default = "reject"
+[pools.default]
+members = ["{{DEFAULT}}"]
+health_check = false
+[pools.trusted]
+members = ["{{TRUSTED}}"]
+trusted = true
+health_check = false
+allow_unknown_keys = true
+[identity]
+api_key_header = "x-api-key"
+[clients.vision]
+key_sha256 = ["{}"]
+trusted = true
+mode = "route"
+route_to = "trusted"
+"#,
+        hex::encode(mmgate::config::digest(KEY))
+    );
+    let (default, trusted) = (FakeVllm::start().await, FakeVllm::start().await);
+    let gw = gateway_with(
+        &policy,
+        &[("DEFAULT", default.url()), ("TRUSTED", trusted.url())],
+        None,
+    )
+    .await;
+    let http = client();
+    let (mut failures, mut counts) = (Vec::new(), [0usize; 4]);
+    for case in cases() {
+        default.clear();
+        trusted.clear();
+        let mut headers: Vec<(&str, &str)> = case
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        headers.push(("x-api-key", KEY));
+        let reply = send(
+            &http,
+            gw.addr,
+            &case.method,
+            &case.path,
+            &headers,
+            case.body.clone(),
+        )
+        .await;
+        let (d, t) = (default.received(), trusted.received());
+        let received: Vec<Received> = d.iter().chain(&t).cloned().collect();
+        match fate_of(&case, &reply, &received) {
+            Ok(Fate::Forwarded) if t.is_empty() => counts[0] += 1,
+            Ok(Fate::Forwarded) => counts[1] += 1,
+            Ok(Fate::Stripped(_)) => counts[2] += 1,
+            Ok(Fate::Answered) => counts[3] += 1,
+            Err(e) => failures.push(format!("[route] {}: {e}", case.id)),
+        }
+    }
+    println!(
+        "route: {} forwarded as sent to the default pool, {} to the trusted pool, {} stripped, {} answered by mmgate",
+        counts[0], counts[1], counts[2], counts[3]
+    );
+    assert!(counts[1] > 0, "offending cases reach the trusted pool");
     assert!(
         failures.is_empty(),
         "{} silent changes:\n{}",
