@@ -655,3 +655,85 @@ async fn a_slow_upload_on_a_streamed_route_gets_504_and_never_reaches_the_upstre
     counted(&http, gw.admin, &[("timeout", 1)]).await;
     still_healthy(&fake, &gw, &http).await;
 }
+
+#[tokio::test]
+async fn an_http2_client_resetting_its_stream_cancels_the_upstream_request() {
+    use http_body_util::combinators::BoxBody;
+    use http_body_util::{BodyExt, Full, StreamBody};
+    type H2Body = BoxBody<bytes::Bytes, std::io::Error>;
+
+    let mut fake = Faulty::start().await;
+    let gw = gateway_for(&fake.url(), LONG, ONE_AT_A_TIME).await;
+    let http = client();
+    let h2: hyper_util::client::legacy::Client<_, H2Body> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .http2_only(true)
+            .build_http();
+    let url = |path: &str| format!("http://{}{path}", gw.addr);
+
+    // Mid-stream: the first event arrives, then the client drops the response (RST_STREAM).
+    fake.set(Behaviour::StallMidStream);
+    let body: H2Body = Full::new(bytes::Bytes::from(STREAM))
+        .map_err(|never| match never {})
+        .boxed();
+    let req = http::Request::post(url(CHAT))
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap();
+    let res = tokio::time::timeout(VERDICT, h2.request(req))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut res_body = res.into_body();
+    let first = tokio::time::timeout(VERDICT, res_body.frame())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first
+        .data_ref()
+        .is_some_and(|d| raw::find(d, b"data:").is_some()));
+    drop(res_body);
+    assert_eq!(
+        fake.peer_closed().await,
+        Some(1),
+        "the upstream stream is cancelled"
+    );
+    released(&http, gw.admin).await;
+
+    // Mid-upload on a streamed route: part of the body, then the client gives up on the
+    // request (its body stream fails, and the client resets the stream).
+    fake.set(Behaviour::Normal);
+    let (tx, rx) =
+        tokio::sync::mpsc::channel::<Result<http_body::Frame<bytes::Bytes>, std::io::Error>>(1);
+    let body: H2Body = StreamBody::new(tokio_stream_from(rx)).boxed();
+    let req = http::Request::post(url(UNGATED))
+        .header("content-length", "100000")
+        .body(body)
+        .unwrap();
+    let pending = tokio::spawn(h2.request(req));
+    tx.send(Ok(http_body::Frame::data(bytes::Bytes::from(vec![
+        b'x';
+        1000
+    ]))))
+    .await
+    .unwrap();
+    tx.send(Err(std::io::Error::other("the client gives up")))
+        .await
+        .unwrap();
+    let _ = tokio::time::timeout(VERDICT, pending).await.unwrap();
+    assert_eq!(
+        fake.peer_closed().await,
+        Some(0),
+        "the upstream connection is closed, the request never whole"
+    );
+    counted(&http, gw.admin, &[]).await;
+    still_healthy(&fake, &gw, &http).await;
+}
+
+/// A stream of the receiver's items (no tokio-stream dependency).
+fn tokio_stream_from<T: Send + 'static>(
+    rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures_util::Stream<Item = T> + Send {
+    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|t| (t, rx)) })
+}
