@@ -1,9 +1,11 @@
 //! Classification: method + path → [`Route`], as vLLM's router (uvicorn + Starlette) sees it.
 //!
 //! The path is percent-decoded before matching (`/v1/chat/%63ompletions` and
-//! `/v1/chat%2Fcompletions` reach the chat handler), the query is ignored, trailing slashes
-//! are removed (Starlette redirects them to the slash-less path), and matching is
-//! case-sensitive. Anything that is not a POST to a gated path passes through ungated.
+//! `/v1/chat%2Fcompletions` reach the chat handler), the query is ignored, and matching is
+//! exact and case-sensitive. A path with trailing slashes is not gated: Starlette answers it
+//! with a 307 redirect to the slash-less path without running the handler (checked against
+//! the real server), and the redirected request is gated when it comes back. Anything that
+//! is not a POST to a gated path passes through ungated.
 
 use http::Method;
 
@@ -121,11 +123,7 @@ pub fn classify(method: &Method, path_and_query: &str) -> Route {
     }
     let path = path_and_query.split('?').next().unwrap_or("");
     let decoded: std::borrow::Cow<'_, [u8]> = percent_encoding::percent_decode_str(path).into();
-    let mut p: &[u8] = &decoded;
-    while p.len() > 1 && p.ends_with(b"/") {
-        p = &p[..p.len() - 1];
-    }
-    RouteKind::from_path(p).map_or(Route::Ungated, Route::Gated)
+    RouteKind::from_path(&decoded).map_or(Route::Ungated, Route::Gated)
 }
 
 #[cfg(test)]
@@ -151,7 +149,6 @@ mod tests {
             post("/%761/chat/completions?x=1"),
             Route::Gated(RouteKind::Chat)
         );
-        assert_eq!(post("/v1/chat/completions/"), Route::Gated(RouteKind::Chat));
         assert_eq!(post("/v2/rerank"), Route::Gated(RouteKind::Rerank));
         assert_eq!(post("/invocations"), Route::Gated(RouteKind::Invocations));
     }
@@ -165,6 +162,11 @@ mod tests {
             "/v1/messages",
             "/v2/embed",
             "/v1/chat/completions;x",
+            // Redirected (307) by Starlette, gated when the client follows the redirect.
+            "/v1/chat/completions/",
+            "/v1/chat/completions//?a=1",
+            "/v1/chat/completions%2F",
+            "/tokenize/",
             "/",
         ] {
             assert_eq!(post(p), Route::Ungated, "{p}");

@@ -236,15 +236,8 @@ fn gate(f: &Findings) -> Verdict {
         .map_or(Verdict::Accept, Verdict::Reject)
 }
 
-/// vLLM 0.31's verdict for an untrusted server on a parsed body.
+/// vLLM 0.31's verdict for an untrusted server on a parsed body sent to a route it serves.
 pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
-    if up
-        .served_routes
-        .as_ref()
-        .is_some_and(|r| !r.contains(&route))
-    {
-        return Verdict::Invalid(Invalid::RouteNotServed);
-    }
     if let Some(e) = type_errors(route, f) {
         return Verdict::Invalid(e);
     }
@@ -303,7 +296,9 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
     gate(f)
 }
 
-/// Classifies a whole request: content type, body, then [`verdict`].
+/// Classifies a whole request in vLLM's order: the route (FastAPI routes before it reads
+/// anything: a route the upstream does not serve is its 404), the content type, the body,
+/// then [`verdict`].
 pub fn judge(
     route: RouteKind,
     content_type: Option<&[u8]>,
@@ -312,6 +307,13 @@ pub fn judge(
     up: &UpstreamFacts,
 ) -> (Verdict, Option<Findings>) {
     let findings = crate::inspect::inspect(body, max_depth);
+    if up
+        .served_routes
+        .as_ref()
+        .is_some_and(|r| !r.contains(&route))
+    {
+        return (Verdict::Invalid(Invalid::RouteNotServed), findings.ok());
+    }
     if !json_content_type(content_type) {
         return (Verdict::Invalid(Invalid::ContentType), findings.ok());
     }
@@ -332,6 +334,29 @@ mod tests {
             &inspect(body.as_bytes(), DEFAULT_MAX_DEPTH).unwrap(),
             up,
         )
+    }
+
+    /// FastAPI routes before it reads anything: a route the upstream does not serve is its
+    /// 404 whatever the content type or body (seen on a real embedding server's /classify).
+    #[test]
+    fn a_route_not_served_comes_before_the_content_type_and_the_body() {
+        let up = UpstreamFacts {
+            served_routes: Some(vec![RouteKind::Embeddings]),
+            ..UpstreamFacts::default()
+        };
+        let body = br#"{"mm_processor_kwargs":{"a":1}}"#;
+        for ct in [
+            None,
+            Some(&b"text/plain"[..]),
+            Some(&b"application/json"[..]),
+        ] {
+            let (v, _) = judge(RouteKind::Classify, ct, body, 970, &up);
+            assert_eq!(v, Verdict::Invalid(Invalid::RouteNotServed), "{ct:?}");
+            let (v, _) = judge(RouteKind::Classify, ct, b"{", 970, &up);
+            assert_eq!(v, Verdict::Invalid(Invalid::RouteNotServed), "{ct:?}");
+        }
+        let (v, _) = judge(RouteKind::Embeddings, None, body, 970, &up);
+        assert_eq!(v, Verdict::Invalid(Invalid::ContentType));
     }
 
     #[test]
