@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use mmgate::contract::{judge, UpstreamFacts};
 use support::cases::{cases, Case};
+use support::variants::variants;
 use support::*;
 
 struct Oracle {
@@ -255,14 +256,35 @@ struct Pair<'a> {
     shadow: &'a Gate,
 }
 
-/// The equivalence checks over every case of the pair's family.
+/// Generated variants per gate-rejected case and family (content type and path spellings,
+/// see tests/support/variants.rs); render servers answer fastest, so they get the most.
+fn variants_per_case(family: &str) -> usize {
+    if family == "render" {
+        3
+    } else {
+        1
+    }
+}
+
+/// The equivalence checks over every case of the pair's family and their generated
+/// content-type and path variants, with the real untrusted server as the reference.
 async fn equivalence(client: &TestClient, p: &Pair<'_>, failures: &mut Vec<String>) -> usize {
     let mut offending = 0;
-    let family_cases: Vec<Case> = cases()
-        .into_iter()
+    let all = cases();
+    let mut family_cases: Vec<Case> = all
+        .iter()
         .filter(|c| c.family == p.family)
+        .cloned()
         .collect();
     assert!(!family_cases.is_empty());
+    let generated = variants(&all, p.family, variants_per_case(p.family), 0x5eed);
+    println!(
+        "{}: {} recorded cases, {} generated variants",
+        p.family,
+        family_cases.len(),
+        generated.len()
+    );
+    family_cases.extend(generated);
     for c in &family_cases {
         let direct = c.replay(client, p.untrusted).await;
         let direct_gate = is_gate(&direct.body);

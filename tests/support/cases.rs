@@ -10,6 +10,7 @@ use mmgate::error::{GATE_BODY_MEDIA_IO_KWARGS, GATE_BODY_MM_PROCESSOR_KWARGS};
 
 use super::{send, Reply, TestClient};
 
+#[derive(Clone)]
 pub struct Case {
     pub family: String,
     pub id: String,

@@ -18,6 +18,7 @@ use tokio::sync::Semaphore;
 
 pub mod cases;
 pub mod trusted;
+pub mod variants;
 
 /// One request as the fake upstream received it.
 #[derive(Debug, Clone)]

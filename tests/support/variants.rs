@@ -1,0 +1,183 @@
+//! Generated variants of the recorded gate-rejected requests: the same body under other
+//! content types and other spellings of the path. The real vLLM server is the reference
+//! (tests/e2e_vllm.rs replays each variant to it and through mmgate), so the generator only
+//! has to be varied, not right: whatever the server does is the expected answer.
+//!
+//! Deterministic: a fixed-seed xorshift picks the mutations, so a failure names a variant
+//! that the next run generates again.
+
+use super::cases::Case;
+
+/// A small deterministic PRNG (xorshift64*).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
+    }
+}
+
+/// Media types around `application/json`: accepted ones, near misses and others.
+const MEDIA: &[&str] = &[
+    "application/json",
+    "application/json",
+    "application/json",
+    "application/x-json",
+    "application/jsonl",
+    "application/vnd.api+json",
+    "application/problem+json",
+    "text/json",
+    "text/plain",
+    "application/jso",
+    "application/json5",
+    "application",
+    "*/*",
+    "",
+];
+
+/// Parameters and their separators, as clients and attackers write them.
+const PARAMS: &[&str] = &[
+    "; charset=utf-8",
+    ";charset=UTF-8",
+    "; charset=latin-1",
+    "; charset=\"utf-16\"",
+    ";",
+    "; boundary=x; charset=utf-8",
+    " ; charset=utf-8",
+    "\t;charset=utf-8",
+    ", text/plain",
+    ",application/json",
+    "; q=0.9",
+];
+
+const PADDING: &[&str] = &["", "", " ", "  ", "\t", " \t"];
+
+fn random_case(rng: &mut Rng, s: &str) -> String {
+    let mode = rng.below(4);
+    s.chars()
+        .map(|c| match mode {
+            0 => c,
+            1 => c.to_ascii_uppercase(),
+            _ if rng.chance(50) => c.to_ascii_uppercase(),
+            _ => c,
+        })
+        .collect()
+}
+
+/// One generated `Content-Type` header list (possibly empty, possibly two headers).
+fn content_types(rng: &mut Rng) -> Vec<String> {
+    let one = |rng: &mut Rng| {
+        let media = rng.pick(MEDIA);
+        let mut v = random_case(rng, media);
+        if rng.chance(45) {
+            v.push_str(rng.pick(PARAMS));
+        }
+        let (before, after) = (rng.pick(PADDING), rng.pick(PADDING));
+        format!("{before}{v}{after}")
+    };
+    match rng.below(10) {
+        0 => Vec::new(),
+        1 => vec![one(rng), one(rng)],
+        _ => vec![one(rng)],
+    }
+}
+
+/// Byte-level spellings that uvicorn decodes (or routes) differently.
+fn path_variant(rng: &mut Rng, path: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in path.chars().enumerate() {
+        // The first slash stays: the request target must be origin-form.
+        if c == '/' && i > 0 && rng.chance(6) {
+            out.push_str(if rng.chance(50) { "%2F" } else { "%2f" });
+        } else if c.is_ascii_alphanumeric() && rng.chance(12) {
+            let hex = format!("%{:02X}", c as u8);
+            out.push_str(&if rng.chance(50) {
+                hex.to_ascii_lowercase()
+            } else {
+                hex
+            });
+        } else if c.is_ascii_lowercase() && rng.chance(2) {
+            out.push(c.to_ascii_uppercase());
+        } else {
+            out.push(c);
+        }
+    }
+    match rng.below(12) {
+        0 => out.push('/'),
+        1 => out.push_str("?stream=false"),
+        2 => out.push_str("/?a=1"),
+        3 => out.push_str(";v=1"),
+        4 => out.push_str("%20"),
+        5 => out.push_str("/."),
+        6 => out = format!("/{out}"),
+        7 => out = out.replacen("/v1/", "/v1/./", 1),
+        8 => out = out.replacen("/v1/", "/x/../v1/", 1),
+        9 => out.push('?'),
+        10 => out.push_str("%23frag"),
+        _ => {}
+    }
+    assert!(
+        format!("http://127.0.0.1:1{out}")
+            .parse::<http::Uri>()
+            .is_ok(),
+        "generated an unsendable path {out:?}"
+    );
+    out
+}
+
+fn with_content_types(c: &Case, types: Vec<String>) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = c
+        .headers
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("content-type"))
+        .cloned()
+        .collect();
+    headers.extend(types.into_iter().map(|t| ("content-type".to_string(), t)));
+    headers
+}
+
+/// `per_case` content-type variants and `per_case` path variants of every gate-rejected
+/// case of `family`.
+pub fn variants(all: &[Case], family: &str, per_case: usize, seed: u64) -> Vec<Case> {
+    let mut rng = Rng::new(seed);
+    let mut out = Vec::new();
+    for c in all
+        .iter()
+        .filter(|c| c.family == family && c.gate.is_some())
+    {
+        for i in 0..per_case {
+            let types = content_types(&mut rng);
+            out.push(Case {
+                id: format!("{}~ct{i}:{types:?}", c.id),
+                headers: with_content_types(c, types),
+                ..c.clone()
+            });
+            let path = path_variant(&mut rng, &c.path);
+            out.push(Case {
+                id: format!("{}~path{i}:{path}", c.id),
+                path,
+                ..c.clone()
+            });
+        }
+    }
+    out
+}
