@@ -271,11 +271,26 @@ fn depth_boundary_is_vllms_970_containers_on_every_path() {
     }
 }
 
-/// What Python says of each body of the differential corpus, or `None` (skip) without a
-/// usable python3.
+/// Every file of both committed fuzz corpora (`fuzz/corpus/*`).
+fn fuzz_corpora() -> Vec<Vec<u8>> {
+    let mut bodies = Vec::new();
+    for target in ["inspect", "strip"] {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fuzz/corpus")
+            .join(target);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            bodies.push(std::fs::read(entry.unwrap().path()).unwrap());
+        }
+    }
+    bodies
+}
+
+/// Python's verdict (refused, not an object, or each field's truthiness) on every body of
+/// the differential corpus and both fuzz corpora is mmgate's; skipped without python3.
 #[test]
 fn predicate_agrees_with_pythons_json_loads() {
-    let corpus = python::corpus();
+    let mut corpus = python::corpus();
+    corpus.extend(fuzz_corpora());
     let lines: Vec<Vec<Vec<u8>>> = corpus.iter().map(|b| vec![b.clone()]).collect();
     let Some(answers) = python::run("judge", &lines) else {
         println!("SKIPPED predicate_agrees_with_pythons_json_loads: no usable python3 on PATH");
@@ -335,14 +350,7 @@ fn predicate_agrees_with_pythons_json_loads() {
 #[test]
 fn strip_gives_what_python_parses_as_the_original_minus_the_fields() {
     let mut bodies = python::corpus();
-    for target in ["inspect", "strip"] {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fuzz/corpus")
-            .join(target);
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            bodies.push(std::fs::read(entry.unwrap().path()).unwrap());
-        }
-    }
+    bodies.extend(fuzz_corpora());
     let mut runner = TestRunner::deterministic();
     let (objects, encs) = (object(), encodings());
     for _ in 0..300 {
