@@ -307,7 +307,7 @@ fn predicate_agrees_with_pythons_json_loads() {
         count("D") - count("D 0 0"),
         count("S"),
     );
-    let (mut disagreements, mut known) = (Vec::new(), Vec::new());
+    let mut disagreements = Vec::new();
     for (body, py) in corpus.iter().zip(&answers) {
         let ours = match inspect(body, DEFAULT_MAX_DEPTH) {
             Err(InspectError::NotObject(_)) => "N".to_string(),
@@ -323,16 +323,13 @@ fn predicate_agrees_with_pythons_json_loads() {
             (b'E', Some(b'E')) => true,
             _ => &ours == py,
         };
-        if !same && py == "E RecursionError" && known_constant_depth_gap(body) {
-            known.push(python::shown(body));
-        } else if !same {
+        if !same {
             disagreements.push(format!(
                 "{}\n  python: {py}\n  mmgate: {ours}",
                 python::shown(body)
             ));
         }
     }
-    report_known_gap(&known);
     assert!(
         disagreements.is_empty(),
         "{} of {} bodies disagree with Python:\n{}",
@@ -384,23 +381,10 @@ fn strip_gives_what_python_parses_as_the_original_minus_the_fields() {
         lines.len(),
         bodies.len()
     );
-    let known: Vec<String> = lines
-        .iter()
-        .zip(&answers)
-        .filter(|(l, a)| {
-            *a == "! Python refuses the original: RecursionError" && known_constant_depth_gap(&l[0])
-        })
-        .map(|(l, _)| python::shown(&l[0]))
-        .collect();
-    report_known_gap(&known);
     let bad: Vec<String> = lines
         .iter()
         .zip(&answers)
         .filter(|(_, a)| *a != "=" && *a != "S")
-        .filter(|(l, a)| {
-            !(*a == "! Python refuses the original: RecursionError"
-                && known_constant_depth_gap(&l[0]))
-        })
         .map(|(l, a)| {
             format!(
                 "{} without {}:\n  stripped: {}\n  {a}",
@@ -419,42 +403,12 @@ fn strip_gives_what_python_parses_as_the_original_minus_the_fields() {
     );
 }
 
-/// The one known disagreement (issue #5; the fix belongs in `src/inspect/scan.rs`):
 /// CPython's `json` scanner turns `NaN`, `Infinity` and `-Infinity` into floats by calling
-/// `parse_constant`, and that call takes one more recursion level than any other scalar.
-/// So inside 970 containers vLLM's server refuses them (checked against the real vLLM 0.31
+/// `parse_constant`, and that call takes one more recursion level than any other scalar:
+/// inside 970 containers vLLM's server refuses them (checked against the real vLLM 0.31
 /// render server: `[`×969 `NaN` `]`×969 in a top-level object is a 400 parse error, `0`
-/// there is accepted), while mmgate counts them like any scalar. A body is in that class when
-/// mmgate accepts it at 970 but finds it too deep at 969 and it holds such a constant.
-fn known_constant_depth_gap(body: &[u8]) -> bool {
-    let too_deep = |d| {
-        matches!(
-            inspect(body, d),
-            Err(InspectError::Syntax(
-                mmgate::inspect::scan::SyntaxError::TooDeep { .. }
-            ))
-        )
-    };
-    // Code units of any width: drop the zero bytes of UTF-16/32 ASCII.
-    let ascii: Vec<u8> = body.iter().copied().filter(|&b| b != 0).collect();
-    let constant =
-        ascii.windows(3).any(|w| w == b"NaN") || ascii.windows(8).any(|w| w == b"Infinity");
-    constant && !too_deep(DEFAULT_MAX_DEPTH) && too_deep(DEFAULT_MAX_DEPTH - 1)
-}
-
-fn report_known_gap(known: &[String]) {
-    if !known.is_empty() {
-        println!(
-            "KNOWN GAP (tolerated until src/inspect/scan.rs counts NaN/Infinity one level deeper; see `a_constant_inside_970_containers_is_too_deep_as_in_vllm`): {} bodies with a NaN/Infinity inside 970 containers, refused by Python, accepted by mmgate",
-            known.len()
-        );
-    }
-}
-
-/// The known gap above, as its own test: ignored until `src/inspect/scan.rs` is fixed
-/// (then remove the `ignore` and [`known_constant_depth_gap`]).
+/// there is accepted).
 #[test]
-#[ignore = "known gap: mmgate accepts NaN/Infinity inside 970 containers; vLLM refuses them (src/inspect/scan.rs)"]
 fn a_constant_inside_970_containers_is_too_deep_as_in_vllm() {
     for leaf in ["NaN", "Infinity", "-Infinity"] {
         for (arrays, ok) in [(968, true), (969, false)] {

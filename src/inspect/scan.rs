@@ -305,7 +305,8 @@ impl<'a> Scanner<'a> {
         Ok(Kind::Number { zero })
     }
 
-    /// Scans any value and returns its kind; containers are walked iteratively.
+    /// Scans any value at `depth` (the level a container there would have) and returns its
+    /// kind; containers are walked iteratively.
     pub fn value(&mut self, depth: usize) -> Result<Kind, SyntaxError> {
         match self.peek() {
             Some(b'{' | b'[') => self.container(depth),
@@ -318,9 +319,19 @@ impl<'a> Scanner<'a> {
             Some(b'n') => self.literal(b"null", Kind::Null),
             Some(b't') => self.literal(b"true", Kind::Bool(true)),
             Some(b'f') => self.literal(b"false", Kind::Bool(false)),
-            Some(b'N') => self.literal(b"NaN", Kind::NonFinite),
-            Some(b'I') => self.literal(b"Infinity", Kind::NonFinite),
+            // CPython makes these floats by calling `parse_constant`, a Python call that
+            // takes one recursion level more than other scalars: at `depth` they count as a
+            // container would (the real server refuses NaN inside 970 containers, not 0).
+            Some(b'N') => {
+                self.enter(depth)?;
+                self.literal(b"NaN", Kind::NonFinite)
+            }
+            Some(b'I') => {
+                self.enter(depth)?;
+                self.literal(b"Infinity", Kind::NonFinite)
+            }
             Some(b'-') if self.b.get(self.pos + 1) == Some(&b'I') => {
+                self.enter(depth)?;
                 self.literal(b"-Infinity", Kind::NonFinite)
             }
             Some(b'-' | b'0'..=b'9') => self.number(),
@@ -408,7 +419,7 @@ impl<'a> Scanner<'a> {
                     opened = true;
                 }
                 _ => {
-                    self.value(0)?;
+                    self.value(depth + self.stack.len())?;
                     opened = false;
                 }
             }
