@@ -13,6 +13,10 @@ use mmgate::contract::{judge, Invalid, UpstreamFacts, Verdict};
 use mmgate::error::gate_body;
 use mmgate::inspect::{Field, Findings};
 
+/// The allocator: mimalloc, measured against glibc malloc on the proxy hop (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "mmgate",
