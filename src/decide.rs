@@ -1,6 +1,8 @@
 //! The decision: (policy mode, vLLM verdict, findings) → [`Action`]. Pure.
 //!
-//! `pass` and `shadow` always forward the client's bytes. `strip` and `reject` differ only on
+//! `pass` and `shadow` always forward the client's bytes: `shadow` after inspecting them,
+//! `pass` without reading them at all (the gateway streams them through and never gets here,
+//! unless the client's pool has value limits to check). `strip` and `reject` differ only on
 //! a gate rejection: `reject` answers vLLM's own error at the edge, `strip` removes the
 //! offending fields. Whenever a request with truthy gated fields is forwarded under
 //! `strip`/`reject` (because vLLM would refuse it earlier for another reason), the fields are
@@ -19,7 +21,10 @@ use crate::inspect::{Field, Findings};
 /// The per-route policy mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
-    /// Forward untouched, count.
+    /// Do nothing: stream the body through unread and uninspected, like an ungated route
+    /// (only a declared `Content-Length` over the pool's limit is refused), not counted or
+    /// logged as offending. To a pool with value limits (every trusted pool) the body is still
+    /// read, inspected and checked against them as before, then forwarded as sent.
     Pass,
     /// Forward untouched; log and count what vLLM 0.31 would reject.
     Shadow,

@@ -1,6 +1,7 @@
 //! The gateway: one handler that reads top to bottom as the life of a request —
 //! identify → rate → classify → read (bounded) → inspect → decide (per client, with its pool)
 //! → value limits → admit (permits, queue) → forward to a healthy member or answer → record.
+//! (`pass` to a pool without value limits skips read → value limits: the body streams unread.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -244,6 +245,19 @@ impl Gateway {
         let client = self.client_view(id, Some(kind));
         outcome.route = Some(kind);
         outcome.mode = Some(client.mode);
+        // `pass`: mmgate does nothing to this route; the body streams through unread, as on
+        // an ungated route. Only a declared `Content-Length` over the pool's limit is refused.
+        // A pool with value limits (every trusted pool) needs the body: inspected path below.
+        let own = &self.pools[client.pool];
+        if client.mode == Mode::Pass && !own.values.active(own.trusted) {
+            if declared_length(req.headers()).is_some_and(|n| n > own.max_body_bytes as u64) {
+                outcome.pool = Some(own.name.clone());
+                return Err(GateError::BodyTooLarge {
+                    limit: own.max_body_bytes,
+                });
+            }
+            return self.forward(own.id, id, req, conn, outcome, held).await;
+        }
         let (parts, body) = req.into_parts();
         // Read up to the largest limit of the pools this client can reach; check the chosen one below.
         let reachable = match client.mode {
@@ -377,10 +391,7 @@ impl Gateway {
         body: Body,
         limit: usize,
     ) -> Result<Bytes, GateError> {
-        let declared = headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
+        let declared = declared_length(headers);
         if declared.is_some_and(|n| n > limit as u64) {
             return Err(GateError::BodyTooLarge { limit });
         }
@@ -393,6 +404,14 @@ impl Gateway {
             ))),
         }
     }
+}
+
+/// The body length a request declares in `Content-Length`, if it declares a valid one.
+fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
 }
 
 fn stripped_header(fields: &[Field]) -> HeaderValue {

@@ -1,7 +1,7 @@
 //! What each policy action does to a request, through the live gateway in front of a fake
-//! vLLM: pass and shadow forward the client's bytes, strip removes exactly the offending
-//! fields, reject answers vLLM's own gate error; plus limits, upstream failures and the
-//! admin listener.
+//! vLLM: pass streams the client's bytes through unread, shadow forwards them and counts
+//! what vLLM 0.31 would reject, strip removes exactly the offending fields, reject answers
+//! vLLM's own gate error; plus limits, upstream failures and the admin listener.
 
 mod support;
 
@@ -101,6 +101,226 @@ async fn pass_forwards_bytes_host_path_and_query_as_sent_and_appends_forwarded_f
     send(&client(), gw.addr, "POST", CHAT, &headers, chat("")).await;
     let xff = &fake.received()[1].headers["x-forwarded-for"];
     assert_eq!(xff, "10.0.0.1, 127.0.0.1", "the client is appended");
+}
+
+/// The offending-request log lines (their request ids) the real binary writes for one
+/// offending chat request per `(api key, request id)` under `policy`.
+async fn offending_log_ids(fake: &FakeVllm, policy: &str, sends: &[(&str, &str)]) -> Vec<String> {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let (listen, admin) = (free_addr(), free_addr());
+    let dir = std::env::temp_dir().join(format!("mmgate-actions-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("pass-log.toml");
+    let text = format!(
+        "[listen]\naddr = \"{listen}\"\nadmin = \"{admin}\"\n[upstream]\nurl = \"{}\"\n{policy}",
+        fake.url()
+    );
+    std::fs::write(&file, text).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mmgate"))
+        .args([
+            "serve",
+            "--policy",
+            file.to_str().unwrap(),
+            "--drain-seconds",
+            "5",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let lines =
+        std::thread::spawn(move || stdout.lines().map_while(Result::ok).collect::<Vec<_>>());
+    wait_for_healthz(&mut child, admin).await;
+    let c = client();
+    let body = chat(r#", "mm_processor_kwargs": {"num_crops": 4}"#);
+    for (key, id) in sends {
+        let headers = [
+            ("content-type", "application/json"),
+            ("x-api-key", key),
+            ("x-request-id", id),
+        ];
+        let r = send(&c, listen, "POST", CHAT, &headers, body.clone()).await;
+        assert_eq!(r.status, 200, "{id}: {}", r.text());
+    }
+    drop(c);
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let exit = tokio::task::spawn_blocking(move || child.wait());
+    let exit = tokio::time::timeout(std::time::Duration::from_secs(10), exit)
+        .await
+        .expect("mmgate exits after SIGTERM")
+        .unwrap();
+    assert!(exit.unwrap().success());
+    let _ = std::fs::remove_dir_all(dir);
+    lines
+        .join()
+        .unwrap()
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == "offending_request")
+        .map(|v| v["request_id"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn pass_forwards_an_offending_request_unread_uncounted_and_unlisted() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway(&mode("pass"), &fake).await;
+    let c = client();
+    let body = chat(r#", "mm_processor_kwargs": {"num_crops": 4}"#);
+    let r = post_json(&c, gw.addr, CHAT, &body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(!r.headers.contains_key("x-mmgate-stripped"));
+    assert_eq!(fake.received()[0].body, body.as_bytes(), "byte-identical");
+    let m = metrics_text(&c, gw.admin).await;
+    assert!(
+        has_sample(
+            &m,
+            r#"mmgate_requests_total{mode="pass",outcome="forwarded",route="chat"} 1"#
+        ),
+        "{m}"
+    );
+    assert!(
+        !m.contains("mmgate_offending_requests_total{"),
+        "pass counts no offending request: {m}"
+    );
+    assert!(
+        has_sample(&m, "mmgate_request_body_bytes_count 0"),
+        "pass never reads the body: {m}"
+    );
+    let inv = send(&c, gw.admin, "GET", "/inventory", &[], Bytes::new()).await;
+    assert!(
+        !inv.text().contains("mm_processor_kwargs"),
+        "{}",
+        inv.text()
+    );
+}
+
+#[tokio::test]
+async fn pass_writes_no_offending_log_line_where_a_shadow_client_does() {
+    const KEY: &str = "sk-actions-watcher";
+    let policy = format!(
+        "[gate]\ndefault = \"pass\"\n[identity]\napi_key_header = \"x-api-key\"\n\
+         [clients.watcher]\nkey_sha256 = [\"{}\"]\nmode = \"shadow\"\n",
+        hex::encode(mmgate::config::digest(KEY))
+    );
+    let fake = FakeVllm::start().await;
+    let sends = [("sk-unknown", "as-pass"), (KEY, "as-shadow")];
+    let logged = offending_log_ids(&fake, &policy, &sends).await;
+    assert_eq!(logged, ["as-shadow"], "only the shadow request is logged");
+    let got = fake.received();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].body, got[1].body, "both forwarded as sent");
+}
+
+#[tokio::test]
+async fn pass_refuses_a_declared_oversize_body_and_streams_an_undeclared_one() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway(
+        &format!("{}[limits]\nmax_body_bytes = 64\n", mode("pass")),
+        &fake,
+    )
+    .await;
+    let big = chat(&format!(r#","pad":"{}""#, "x".repeat(100)));
+    let r = post_json(&client(), gw.addr, CHAT, &big).await;
+    assert_eq!(r.status, 413);
+    assert_eq!(error_of(&r)["code"], 413);
+    assert!(
+        fake.received().is_empty(),
+        "a 413 never reaches the upstream"
+    );
+
+    // No Content-Length: nothing to refuse on, so the body streams through, limit or not.
+    let pad = format!(r#""pad":"{}","#, "x".repeat(40));
+    let chunks = [
+        r#"{"model":"tiny","#,
+        &pad,
+        &pad,
+        r#""mm_processor_kwargs":{"num_crops":4},"messages":[]}"#,
+    ];
+    let (status, _) = post_chunked(gw.addr, &chunks).await;
+    assert_eq!(status, 200);
+    let got = fake.received();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].body, chunks.concat().as_bytes(), "byte-identical");
+    assert!(got[0].body.len() > 64);
+    assert!(!got[0].headers.contains_key("content-length"));
+}
+
+#[tokio::test]
+async fn pass_to_a_trusted_pool_still_enforces_its_value_limits() {
+    const KEY: &str = "sk-actions-vision";
+    let policy = format!(
+        r#"
+[gate]
+default = "pass"
+[pools.default]
+members = ["{{DEFAULT}}"]
+health_check = false
+[pools.trusted]
+members = ["{{TRUSTED}}"]
+trusted = true
+health_check = false
+[pools.trusted.allow.mm_processor_kwargs]
+max_pixels = {{ max = 1003520 }}
+[identity]
+api_key_header = "x-api-key"
+[clients.vision]
+key_sha256 = ["{}"]
+trusted = true
+mode = "pass"
+pool = "trusted"
+"#,
+        hex::encode(mmgate::config::digest(KEY))
+    );
+    let (default, trusted) = (FakeVllm::start().await, FakeVllm::start().await);
+    let gw = gateway_with(
+        &policy,
+        &[("DEFAULT", default.url()), ("TRUSTED", trusted.url())],
+        None,
+    )
+    .await;
+    let (c, addr) = (client(), gw.addr);
+    let post = |key: &'static str, kwargs: &'static str| {
+        let body = chat(&format!(r#", "mm_processor_kwargs": {kwargs}"#));
+        let c = c.clone();
+        async move {
+            let h = [("content-type", "application/json"), ("x-api-key", key)];
+            (send(&c, addr, "POST", CHAT, &h, body.clone()).await, body)
+        }
+    };
+    let (r, _) = post(KEY, r#"{"max_pixels": 2000000}"#).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(error_of(&r)["message"]
+        .as_str()
+        .unwrap()
+        .contains("max_pixels <= 1003520"));
+    assert!(
+        trusted.received().is_empty(),
+        "over the bound: not forwarded"
+    );
+    let (r, body) = post(KEY, r#"{"max_pixels": 1003520}"#).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(trusted.received()[0].body, body.as_bytes());
+    // An anonymous pass request to the plain default pool is not inspected: of the three
+    // offending requests only the trusted client's two (refused and forwarded) are counted.
+    let (r, body) = post("sk-unknown", r#"{"max_pixels": 2000000}"#).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(default.received()[0].body, body.as_bytes());
+    let m = metrics_text(&c, gw.admin).await;
+    let total: f64 = m
+        .lines()
+        .filter(|l| l.starts_with("mmgate_offending_requests_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(total, 2.0, "{m}");
 }
 
 #[tokio::test]
