@@ -1,5 +1,6 @@
 //! Forwarding to the upstream vLLM: a pooled HTTP/1.1 keep-alive client, hop-by-hop header
-//! handling (RFC 9110 §7.6.1), `X-Forwarded-*`, and responses streamed back frame by frame.
+//! handling (RFC 9110 §7.6.1), `X-Forwarded-*`, and responses streamed back as they arrive
+//! (small frames that arrive together are written as one: [`coalesce`]).
 //!
 //! The client's `Host` header is kept so that vLLM's redirects point back at the gateway.
 //! An `https://` member is reached over rustls with the roots (and optional client
@@ -35,6 +36,9 @@ use prometheus::IntCounterVec;
 
 use crate::config;
 use crate::error::GateError;
+
+mod coalesce;
+use coalesce::Coalesce;
 
 /// The upstream vLLM and the client that reaches it.
 #[derive(Clone)]
@@ -115,13 +119,13 @@ impl Upstream {
         parts.version = http::Version::HTTP_11;
         match self.send(Request::from_parts(parts, body)).await {
             Ok(res) => Ok(res.map(|inner| {
-                Body::new(Watched {
+                Body::new(Coalesce::new(Watched {
                     inner,
                     idle: self.response_timeout,
                     waiting: Some(tokio::time::Instant::now()),
                     deadline: Box::pin(tokio::time::sleep(self.response_timeout)),
                     errors: errors.clone(),
-                })
+                }))
             })),
             Err((e, kind)) => {
                 if let Some(kind) = kind {
