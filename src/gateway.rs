@@ -326,11 +326,13 @@ impl Gateway {
                     .headers
                     .insert(header::CONTENT_LENGTH, HeaderValue::from(stripped.len()));
                 let req = Request::from_parts(parts, Body::new(SliceBody::new(stripped.parts)));
-                let mut res = self.forward(pool.id, id, req, conn, outcome, held).await?;
-                res.headers_mut()
-                    .insert(STRIPPED_HEADER, stripped_header(&fields));
-                outcome.outcome = "stripped";
+                let header = stripped_header(&fields);
+                // Noted before forwarding: a stripped request whose client leaves (or whose
+                // upstream fails) is still recorded and logged as stripped.
                 outcome.stripped = fields;
+                let mut res = self.forward(pool.id, id, req, conn, outcome, held).await?;
+                res.headers_mut().insert(STRIPPED_HEADER, header);
+                outcome.outcome = "stripped";
                 Ok(res)
             }
             Action::RejectGate(field) => {

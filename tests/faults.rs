@@ -598,6 +598,31 @@ async fn a_client_leaving_while_the_upstream_works_cancels_it_and_is_recorded() 
     still_healthy(&fake, &gw, &http).await;
 }
 
+/// A stripped request whose client leaves while the upstream works is still recorded and
+/// logged as stripped (the strip happened; only the answer was lost).
+#[tokio::test]
+async fn a_stripped_request_whose_client_leaves_is_still_counted_as_stripped() {
+    let mut fake = Faulty::start().await;
+    let gw = gateway_for(&fake.url(), LONG, ONE_AT_A_TIME).await;
+    let http = client();
+    fake.set(Behaviour::StallBeforeHeaders);
+    let mut c = Conn::open(gw.addr).await;
+    let offending = r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"max_pixels":1}}"#;
+    c.write(post(CHAT, offending).as_bytes()).await;
+    assert!(matches!(fake.next().await, Some(Event::Request)));
+    drop(c);
+    assert_eq!(fake.peer_closed().await, Some(0));
+    let cancelled = r#"mmgate_requests_total{mode="strip",outcome="cancelled",route="chat"}"#;
+    eventually("the cancelled request to be recorded", || async {
+        metric(&http, gw.admin, cancelled).await == Some(1.0)
+    })
+    .await;
+    let stripped = r#"mmgate_stripped_fields_total{field="mm_processor_kwargs",route="chat"}"#;
+    assert_eq!(metric(&http, gw.admin, stripped).await, Some(1.0));
+    counted(&http, gw.admin, &[]).await;
+    still_healthy(&fake, &gw, &http).await;
+}
+
 #[tokio::test]
 async fn a_client_leaving_mid_stream_cancels_the_upstream_stream_and_releases_it() {
     let mut fake = Faulty::start().await;
