@@ -257,34 +257,11 @@ async fn pass_refuses_a_declared_oversize_body_and_streams_an_undeclared_one() {
 #[tokio::test]
 async fn pass_to_a_trusted_pool_still_enforces_its_value_limits() {
     const KEY: &str = "sk-actions-vision";
-    let policy = format!(
-        r#"
-[gate]
-default = "pass"
-[pools.default]
-members = ["{{DEFAULT}}"]
-health_check = false
-[pools.trusted]
-members = ["{{TRUSTED}}"]
-trusted = true
-health_check = false
-[pools.trusted.allow.mm_processor_kwargs]
-max_pixels = {{ max = 1003520 }}
-[identity]
-api_key_header = "x-api-key"
-[clients.vision]
-key_sha256 = ["{}"]
-trusted = true
-mode = "pass"
-pool = "trusted"
-"#,
-        hex::encode(mmgate::config::digest(KEY))
-    );
-    let (default, trusted) = (FakeVllm::start().await, FakeVllm::start().await);
-    let gw = gateway_with(
-        &policy,
-        &[("DEFAULT", default.url()), ("TRUSTED", trusted.url())],
-        None,
+    let (default, trusted, gw) = support::trusted::keyed_two_pools(
+        "pass",
+        KEY,
+        "[pools.trusted.allow.mm_processor_kwargs]\nmax_pixels = { max = 1003520 }",
+        "mode = \"pass\"\npool = \"trusted\"",
     )
     .await;
     let (c, addr) = (client(), gw.addr);

@@ -164,33 +164,11 @@ async fn every_case_in_every_mode_is_forwarded_as_sent_stripped_visibly_or_refus
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_route_mode_every_case_goes_to_one_pool_as_sent_or_is_refused_with_a_reason() {
     const KEY: &str = "sk-nothing-silent";
-    let policy = format!(
-        r#"
-[gate]
-default = "reject"
-[pools.default]
-members = ["{{DEFAULT}}"]
-health_check = false
-[pools.trusted]
-members = ["{{TRUSTED}}"]
-trusted = true
-health_check = false
-allow_unknown_keys = true
-[identity]
-api_key_header = "x-api-key"
-[clients.vision]
-key_sha256 = ["{}"]
-trusted = true
-mode = "route"
-route_to = "trusted"
-"#,
-        hex::encode(mmgate::config::digest(KEY))
-    );
-    let (default, trusted) = (FakeVllm::start().await, FakeVllm::start().await);
-    let gw = gateway_with(
-        &policy,
-        &[("DEFAULT", default.url()), ("TRUSTED", trusted.url())],
-        None,
+    let (default, trusted, gw) = support::trusted::keyed_two_pools(
+        "reject",
+        KEY,
+        "allow_unknown_keys = true",
+        "mode = \"route\"\nroute_to = \"trusted\"",
     )
     .await;
     let http = client();

@@ -116,3 +116,44 @@ pub fn message(r: &Reply) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+/// Two fresh fake upstreams as pools `default` and `trusted` (no health checks), `[gate]
+/// default = gate`, and one trusted client `vision` known by `key` in `x-api-key`.
+/// `trusted_pool` is appended to the trusted pool's table (e.g. its `allow` rules) and
+/// `client` to the client's (its `mode`, `pool`, `route_to`).
+pub async fn keyed_two_pools(
+    gate: &str,
+    key: &str,
+    trusted_pool: &str,
+    client: &str,
+) -> (FakeVllm, FakeVllm, mmgate::server::Running) {
+    let policy = format!(
+        r#"
+[gate]
+default = "{gate}"
+[pools.default]
+members = ["{{DEFAULT}}"]
+health_check = false
+[pools.trusted]
+members = ["{{TRUSTED}}"]
+trusted = true
+health_check = false
+{trusted_pool}
+[identity]
+api_key_header = "x-api-key"
+[clients.vision]
+key_sha256 = ["{}"]
+trusted = true
+{client}
+"#,
+        hex::encode(digest(key))
+    );
+    let (default, trusted) = (FakeVllm::start().await, FakeVllm::start().await);
+    let gw = gateway_with(
+        &policy,
+        &[("DEFAULT", default.url()), ("TRUSTED", trusted.url())],
+        None,
+    )
+    .await;
+    (default, trusted, gw)
+}
