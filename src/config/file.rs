@@ -5,15 +5,19 @@ use std::collections::BTreeSet;
 
 use toml::{Table, Value};
 
-/// Every problem found in a policy file, each naming its field; and every key the reader
-/// asked for, as a schema path (free-form names as `*`).
+/// What reading a policy file found.
 #[derive(Debug, Default)]
-pub(super) struct Problems(pub(super) Vec<String>, pub(super) BTreeSet<String>);
+pub(super) struct Problems {
+    /// Every problem, each naming its field.
+    pub(super) found: Vec<String>,
+    /// Every key the reader asked for, as a schema path (free-form names as `*`).
+    pub(super) keys: BTreeSet<String>,
+}
 
 impl Problems {
     /// Records a problem at `path`.
     pub(super) fn add(&mut self, path: &str, msg: impl std::fmt::Display) {
-        self.0.push(format!("{path}: {msg}"));
+        self.found.push(format!("{path}: {msg}"));
     }
 }
 
@@ -220,7 +224,7 @@ impl<'a> Section<'a> {
 
     /// Reports every key that was never read, and marks the section done.
     pub(super) fn finish(self, p: &mut Problems) {
-        p.1.extend(self.read.iter().map(|k| join(&self.schema, k)));
+        self.record_keys(p);
         if let Some(t) = self.table {
             for k in t.keys() {
                 if !self.read.contains(k.as_str()) {
@@ -233,7 +237,12 @@ impl<'a> Section<'a> {
     /// Ends a free-form section (like `gate.routes`), whose keys are names, not schema keys,
     /// so none is unknown; records the keys read in it for [`super::Config::keys_read`].
     pub(super) fn finish_free(self, p: &mut Problems) {
-        p.1.extend(self.read.iter().map(|k| join(&self.schema, k)));
+        self.record_keys(p);
+    }
+
+    fn record_keys(&self, p: &mut Problems) {
+        p.keys
+            .extend(self.read.iter().map(|k| join(&self.schema, k)));
     }
 }
 

@@ -155,26 +155,19 @@ impl Config {
 
     /// Parses and validates policy text.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        Self::read(text)?.0
+        Self::read(text)?.config
     }
 
     /// Every key path the policy reader asks for when it reads `text`, valid or not, with the
     /// names of free-form entries as `*` (`pools.*.members`): the policy schema, which the
     /// documentation is checked against.
     pub fn keys_read(text: &str) -> Result<std::collections::BTreeSet<String>, ConfigError> {
-        Ok(Self::read(text)?.1)
+        Ok(Self::read(text)?.keys)
     }
 
-    #[allow(clippy::type_complexity)]
-    fn read(
-        text: &str,
-    ) -> Result<
-        (
-            Result<Config, ConfigError>,
-            std::collections::BTreeSet<String>,
-        ),
-        ConfigError,
-    > {
+    /// Reads policy text: the validated configuration (or every problem), and the keys asked
+    /// for. Only text that is not TOML at all fails outright.
+    fn read(text: &str) -> Result<Read, ConfigError> {
         let table: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| ConfigError::Toml(e.to_string()))?;
@@ -236,7 +229,7 @@ impl Config {
         let log = log_policy(root.section("log", &mut p), &mut p);
         root.finish(&mut p);
 
-        let config = match p.0.is_empty() && !pools.is_empty() {
+        let config = match p.found.is_empty() && !pools.is_empty() {
             true => Ok(Config {
                 listen: addr,
                 admin,
@@ -252,10 +245,19 @@ impl Config {
                 vllm,
                 log,
             }),
-            false => Err(ConfigError::Invalid(p.0)),
+            false => Err(ConfigError::Invalid(p.found)),
         };
-        Ok((config, p.1))
+        Ok(Read {
+            config,
+            keys: p.keys,
+        })
     }
+}
+
+/// What [`Config::read`] makes of policy text.
+struct Read {
+    config: Result<Config, ConfigError>,
+    keys: std::collections::BTreeSet<String>,
 }
 
 fn gate(mut s: Section<'_>, p: &mut Problems) -> Gate {

@@ -135,7 +135,7 @@ pub(super) fn pools(
     tables.finish_free(p);
     match out.iter().position(|pool| pool.name == "default") {
         Some(i) => out.swap(0, i),
-        None if p.0.is_empty() => p.add(
+        None if p.found.is_empty() => p.add(
             "upstream.url",
             "missing (the vLLM base URL, e.g. \"http://127.0.0.1:8000\"), or define [pools.default]",
         ),
