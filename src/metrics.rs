@@ -63,19 +63,19 @@ impl Metrics {
         let registry = Registry::new();
         let collectors = RefCell::new(Vec::<Box<dyn Collector>>::new());
         // The one way a metric is registered: in the registry, and in `collectors`.
-        let register = |c: Box<dyn Collector>, kept: Box<dyn Collector>| {
-            registry.register(c).expect("unique metric");
-            collectors.borrow_mut().push(kept);
+        let register = |c: &dyn CloneCollector| {
+            registry.register(c.boxed()).expect("unique metric");
+            collectors.borrow_mut().push(c.boxed());
         };
         let counter = |name: &str, help: &str, labels: &[&str]| {
             let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
-            register(Box::new(c.clone()), Box::new(c.clone()));
+            register(&c);
             c
         };
         let histogram = |name: &str, help: &str, labels: &[&str], buckets: Vec<f64>| {
             let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
                 .expect("valid metric");
-            register(Box::new(h.clone()), Box::new(h.clone()));
+            register(&h);
             h
         };
         let latency = vec![
@@ -116,10 +116,10 @@ impl Metrics {
             .buckets(prometheus::exponential_buckets(1024.0, 4.0, 10).unwrap_or_default()),
         )
         .expect("valid metric");
-        register(Box::new(body_bytes.clone()), Box::new(body_bytes.clone()));
+        register(&body_bytes);
         let in_flight = IntGauge::new("mmgate_in_flight_requests", "Requests in flight.")
             .expect("valid metric");
-        register(Box::new(in_flight.clone()), Box::new(in_flight.clone()));
+        register(&in_flight);
         let upstream_errors = counter(
             "mmgate_upstream_errors_total",
             "Upstream failures by kind.",
@@ -127,7 +127,7 @@ impl Metrics {
         );
         let gauge = |name: &str, help: &str, labels: &[&str]| {
             let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
-            register(Box::new(g.clone()), Box::new(g.clone()));
+            register(&g);
             g
         };
         let pool_in_flight = gauge(
@@ -171,10 +171,7 @@ impl Metrics {
             "Client identity headers ignored because the connection came from outside identity.trusted_networks.",
         )
         .expect("valid metric");
-        register(
-            Box::new(ignored_client_headers.clone()),
-            Box::new(ignored_client_headers.clone()),
-        );
+        register(&ignored_client_headers);
         let config_reloads = counter(
             "mmgate_config_reloads_total",
             "Policy reloads (SIGHUP, file change) by result (success, failure: the old policy kept serving).",
@@ -230,6 +227,17 @@ impl Metrics {
             names.extend(suffixes.iter().map(|s| format!("{name}{s}")));
         }
         names
+    }
+}
+
+/// A collector that can be registered and also kept (every prometheus metric type).
+trait CloneCollector {
+    fn boxed(&self) -> Box<dyn Collector>;
+}
+
+impl<C: Collector + Clone + 'static> CloneCollector for C {
+    fn boxed(&self) -> Box<dyn Collector> {
+        Box::new(self.clone())
     }
 }
 
