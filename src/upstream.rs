@@ -1,4 +1,5 @@
-//! Forwarding to the upstream vLLM: a pooled HTTP/1.1 keep-alive client, hop-by-hop header
+//! Forwarding to the upstream vLLM: kept-alive HTTP/1.1 connections driven by the request
+//! that uses them ([`conns`]), hop-by-hop header
 //! handling (RFC 9110 §7.6.1), `X-Forwarded-*`, and responses streamed back as they arrive
 //! (small frames that arrive together are written as one: [`coalesce`]).
 //!
@@ -27,30 +28,29 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body::{Frame, SizeHint};
-use hyper::body::Incoming;
-use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use prometheus::IntCounterVec;
 
 use crate::config;
 use crate::error::GateError;
 
 mod coalesce;
+mod conns;
 use coalesce::Coalesce;
+use conns::{Conns, Leased, SendError};
 
 /// The upstream vLLM and the client that reaches it.
 #[derive(Clone)]
 pub struct Upstream {
-    client: Client<HttpsConnector<HttpConnector>, Body>,
-    scheme: http::uri::Scheme,
+    conns: Arc<Conns>,
+    /// `scheme://authority`, what connections are opened to.
+    target: Uri,
     authority: http::uri::Authority,
     response_timeout: Duration,
 }
 
 impl Upstream {
-    /// Builds the pooled client for the configured upstream.
+    /// Builds the connection pool for the configured upstream.
     pub fn new(cfg: &config::Upstream) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(cfg.connect_timeout));
@@ -62,17 +62,21 @@ impl Upstream {
             .https_or_http()
             .enable_http1()
             .wrap_connector(connector);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(cfg.idle_timeout)
-            .pool_timer(hyper_util::rt::TokioTimer::new())
-            .build(connector);
         let parts = cfg.url.clone().into_parts();
+        let scheme = parts.scheme.unwrap_or(http::uri::Scheme::HTTP);
+        let authority = parts
+            .authority
+            .unwrap_or_else(|| http::uri::Authority::from_static("127.0.0.1"));
+        let target = Uri::builder()
+            .scheme(scheme)
+            .authority(authority.clone())
+            .path_and_query("/")
+            .build()
+            .expect("a scheme and an authority make a URI");
         Upstream {
-            client,
-            scheme: parts.scheme.unwrap_or(http::uri::Scheme::HTTP),
-            authority: parts
-                .authority
-                .unwrap_or_else(|| http::uri::Authority::from_static("127.0.0.1")),
+            conns: Arc::new(Conns::new(connector, cfg.idle_timeout)),
+            target,
+            authority,
             response_timeout: cfg.response_timeout,
         }
     }
@@ -82,10 +86,9 @@ impl Upstream {
         self.authority.as_str()
     }
 
+    /// The request target as sent on the upstream connection (origin form).
     fn uri(&self, path_and_query: &str) -> Result<Uri, GateError> {
         Uri::builder()
-            .scheme(self.scheme.clone())
-            .authority(self.authority.clone())
             .path_and_query(path_and_query)
             .build()
             .map_err(|e| self.failed(e.to_string()))
@@ -141,9 +144,9 @@ impl Upstream {
     async fn send(
         &self,
         req: Request<Body>,
-    ) -> Result<Response<Incoming>, (GateError, Option<&'static str>)> {
-        let res = match tokio::time::timeout(self.response_timeout, self.client.request(req)).await
-        {
+    ) -> Result<Response<Leased>, (GateError, Option<&'static str>)> {
+        let sent = self.conns.send(&self.target, req);
+        let res = match tokio::time::timeout(self.response_timeout, sent).await {
             Err(_) => {
                 let e = GateError::UpstreamTimeout {
                     upstream: self.authority.to_string(),
@@ -151,14 +154,14 @@ impl Upstream {
                 };
                 return Err((e, Some("timeout")));
             }
-            Ok(Err(e)) if e.is_connect() => {
+            Ok(Err(SendError::Connect(e))) => {
                 let unreachable = GateError::UpstreamUnreachable {
                     upstream: self.authority.to_string(),
-                    reason: error_chain(&e),
+                    reason: error_chain(&*e),
                 };
                 return Err((unreachable, Some("connect")));
             }
-            Ok(Err(e)) => {
+            Ok(Err(SendError::Http(e))) => {
                 return Err(match failure_kind(&e) {
                     Some(kind) => (self.failed(error_chain(&e)), Some(kind)),
                     None => (GateError::BodyRead(error_chain(&e)), None),
@@ -289,7 +292,7 @@ fn failure_kind(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
 /// that sends nothing for `idle` (`stalled`) with an error, which cuts the client's response
 /// short and drops the upstream connection.
 struct Watched {
-    inner: Incoming,
+    inner: Leased,
     idle: Duration,
     /// Since when the gateway has been waiting for the next frame (not while the client is
     /// slow to take the last one): from the headers, then from the first poll after a frame.
