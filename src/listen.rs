@@ -10,7 +10,6 @@
 //! the drain deadline is closed.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,6 +22,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::framing::{AmbiguousFraming, Watched};
 use crate::identify::PeerCertificate;
@@ -53,13 +53,88 @@ pub enum Transport {
 
 type Builder = auto::Builder<TokioExecutor>;
 
-/// Serves the gateway in force on `listener` until `shutdown` completes, then drains open
-/// connections for at most `drain`.
+/// Serves the gateway in force on `listener` from `workers` threads until `stop` turns
+/// true, then drains open connections for at most `drain`.
+///
+/// This task accepts; each worker thread runs a single-threaded runtime that serves the
+/// connections handed to it, in turn. A connection, its requests and their upstream
+/// connections stay on one thread: no work stealing and no cross-thread wake-ups per
+/// request, and the threads get equal shares of the connections.
 pub async fn serve(
     listener: TcpListener,
     live: Arc<Live>,
     transport: Transport,
-    shutdown: impl Future<Output = ()>,
+    mut stop: watch::Receiver<bool>,
+    drain: Duration,
+    workers: usize,
+) {
+    let mut handoff = Vec::with_capacity(workers);
+    let mut ended = Vec::with_capacity(workers);
+    for worker in 0..workers.max(1) {
+        let (to_worker, accepted) = mpsc::unbounded_channel();
+        let (done, finished) = oneshot::channel::<()>();
+        let live = live.clone();
+        let started = std::thread::Builder::new()
+            .name(format!("mmgate-worker-{worker}"))
+            .spawn(move || {
+                let _done = done;
+                crate::upstream::on_worker_thread(worker);
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                match rt {
+                    Ok(rt) => rt.block_on(work(accepted, live, transport, drain)),
+                    Err(e) => tracing::error!(error = %e, worker, "cannot start a worker"),
+                }
+            });
+        match started {
+            Ok(_) => {
+                handoff.push(to_worker);
+                ended.push(finished);
+            }
+            Err(e) => tracing::error!(error = %e, worker, "cannot start a worker thread"),
+        }
+    }
+    let shutdown = stop.wait_for(|s| *s);
+    tokio::pin!(shutdown);
+    let mut next = 0;
+    while !handoff.is_empty() {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = &mut shutdown => break,
+        };
+        let (stream, remote) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok(stream) = stream.into_std() else {
+            continue;
+        };
+        next = (next + 1) % handoff.len();
+        if handoff[next].send((stream, remote)).is_err() {
+            tracing::error!("a worker thread ended; serving on the others");
+            handoff.swap_remove(next);
+        }
+    }
+    // New connections are refused from here; the workers drain what they hold.
+    drop(listener);
+    drop(handoff);
+    futures_util::future::join_all(ended).await;
+}
+
+/// A connection handed to a worker.
+type Accepted = (std::net::TcpStream, SocketAddr);
+
+/// One worker: serves the connections it is handed until the acceptor stops, then drains
+/// them for at most `drain`.
+async fn work(
+    mut accepted: mpsc::UnboundedReceiver<Accepted>,
+    live: Arc<Live>,
+    transport: Transport,
     drain: Duration,
 ) {
     let header_timeout = live.gateway().config().limits.header_timeout;
@@ -72,20 +147,15 @@ pub async fn serve(
     let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
     let mut tasks = tokio::task::JoinSet::new();
-    tokio::pin!(shutdown);
-    loop {
+    while let Some((stream, remote)) = accepted.recv().await {
         while tasks.try_join_next().is_some() {}
-        let (stream, remote) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
+        let stream = match tokio::net::TcpStream::from_std(stream) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot serve an accepted connection");
+                continue;
+            }
         };
-        let _ = stream.set_nodelay(true);
         let watcher = graceful.watcher();
         let (live, builder) = (live.clone(), builder.clone());
         tasks.spawn(async move {
@@ -121,7 +191,6 @@ pub async fn serve(
             }
         });
     }
-    drop(listener);
     if tokio::time::timeout(drain, graceful.shutdown())
         .await
         .is_err()

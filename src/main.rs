@@ -271,7 +271,14 @@ fn serve(policy: PathBuf, drain: Duration) -> ExitCode {
                 .unwrap_or_else(|_| "info".into()),
         )
         .init();
-    let runtime = match tokio::runtime::Runtime::new() {
+    // The control plane (admin listener, health checks, discovery, reload); the data plane
+    // runs on `listen.workers` threads of its own (`mmgate::listen::serve`).
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("mmgate-control")
+        .enable_all()
+        .build();
+    let runtime = match runtime {
         Ok(r) => r,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");

@@ -174,6 +174,9 @@ fn restart_only(old: &Config, new: &Config) -> Result<(), ReloadError> {
     if old.admin != new.admin {
         return Err(ReloadError::NeedsRestart("listen.admin"));
     }
+    if old.workers != new.workers {
+        return Err(ReloadError::NeedsRestart("listen.workers"));
+    }
     if old.tls.is_some() != new.tls.is_some() {
         return Err(ReloadError::NeedsRestart("turning [tls] on or off"));
     }

@@ -165,22 +165,28 @@ async fn launch(
     serve_admin(admin_listener, gateway.clone(), live.clone(), admin_stopped);
 
     let data = live.clone();
+    let workers = gateway.config().workers;
     let task = tokio::spawn(async move {
-        let until_stopped = |mut rx: watch::Receiver<bool>, live: Arc<Live>| async move {
-            let _ = rx.wait_for(|s| *s).await;
-            live.start_draining();
-        };
+        // However the stop comes (a signal, `Running::stop`, a `stopper`), `/readyz` turns 503.
+        let mut rx = stopped.clone();
+        let draining = data.clone();
+        tokio::spawn(async move {
+            if rx.wait_for(|s| *s).await.is_ok() {
+                draining.start_draining();
+            }
+        });
         let main = crate::listen::serve(
             listener,
             data.clone(),
             transport,
-            until_stopped(stopped.clone(), data.clone()),
+            stopped.clone(),
             drain,
+            workers,
         );
         let side = async {
             if let Some(l) = plain_listener {
-                let stop = until_stopped(stopped.clone(), data.clone());
-                crate::listen::serve(l, data.clone(), Transport::Plain, stop, drain).await;
+                let (stop, plain) = (stopped.clone(), Transport::Plain);
+                crate::listen::serve(l, data.clone(), plain, stop, drain, workers).await;
             }
         };
         futures_util::future::join(main, side).await;

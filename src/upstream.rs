@@ -28,23 +28,21 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body::{Frame, SizeHint};
-use hyper_util::client::legacy::connect::HttpConnector;
 use prometheus::IntCounterVec;
 
 use crate::config;
 use crate::error::GateError;
 
-mod coalesce;
 mod conns;
-use coalesce::Coalesce;
+mod h1;
+pub(crate) use conns::on_worker_thread;
 use conns::{Conns, Leased, SendError};
+use h1::Failure;
 
 /// The upstream vLLM and the client that reaches it.
 #[derive(Clone)]
 pub struct Upstream {
     conns: Arc<Conns>,
-    /// `scheme://authority`, what connections are opened to.
-    target: Uri,
     authority: http::uri::Authority,
     response_timeout: Duration,
 }
@@ -52,30 +50,14 @@ pub struct Upstream {
 impl Upstream {
     /// Builds the connection pool for the configured upstream.
     pub fn new(cfg: &config::Upstream) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(cfg.connect_timeout));
-        connector.set_nodelay(true);
-        connector.enforce_http(false);
-        let tls = cfg.tls.as_deref().cloned().unwrap_or_else(plain_only);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(connector);
+        let tls = cfg.tls.clone().unwrap_or_else(|| Arc::new(plain_only()));
+        let conns = Conns::new(&cfg.url, tls, cfg.connect_timeout, cfg.idle_timeout);
         let parts = cfg.url.clone().into_parts();
-        let scheme = parts.scheme.unwrap_or(http::uri::Scheme::HTTP);
         let authority = parts
             .authority
             .unwrap_or_else(|| http::uri::Authority::from_static("127.0.0.1"));
-        let target = Uri::builder()
-            .scheme(scheme)
-            .authority(authority.clone())
-            .path_and_query("/")
-            .build()
-            .expect("a scheme and an authority make a URI");
         Upstream {
-            conns: Arc::new(Conns::new(connector, cfg.idle_timeout)),
-            target,
+            conns: Arc::new(conns),
             authority,
             response_timeout: cfg.response_timeout,
         }
@@ -122,13 +104,13 @@ impl Upstream {
         parts.version = http::Version::HTTP_11;
         match self.send(Request::from_parts(parts, body)).await {
             Ok(res) => Ok(res.map(|inner| {
-                Body::new(Coalesce::new(Watched {
+                Body::new(Watched {
                     inner,
                     idle: self.response_timeout,
                     waiting: Some(tokio::time::Instant::now()),
                     deadline: Box::pin(tokio::time::sleep(self.response_timeout)),
                     errors: errors.clone(),
-                }))
+                })
             })),
             Err((e, kind)) => {
                 if let Some(kind) = kind {
@@ -145,7 +127,7 @@ impl Upstream {
         &self,
         req: Request<Body>,
     ) -> Result<Response<Leased>, (GateError, Option<&'static str>)> {
-        let sent = self.conns.send(&self.target, req);
+        let sent = self.conns.send(req);
         let res = match tokio::time::timeout(self.response_timeout, sent).await {
             Err(_) => {
                 let e = GateError::UpstreamTimeout {
@@ -154,18 +136,21 @@ impl Upstream {
                 };
                 return Err((e, Some("timeout")));
             }
-            Ok(Err(SendError::Connect(e))) => {
+            Ok(Err(SendError::Connect(reason))) => {
                 let unreachable = GateError::UpstreamUnreachable {
                     upstream: self.authority.to_string(),
-                    reason: error_chain(&*e),
+                    reason,
                 };
                 return Err((unreachable, Some("connect")));
             }
-            Ok(Err(SendError::Http(e))) => {
-                return Err(match failure_kind(&e) {
-                    Some(kind) => (self.failed(error_chain(&e)), Some(kind)),
-                    None => (GateError::BodyRead(error_chain(&e)), None),
-                })
+            Ok(Err(SendError::Failed(Failure::Reset(e)))) => {
+                return Err((self.failed(e), Some("reset")))
+            }
+            Ok(Err(SendError::Failed(Failure::Protocol(e)))) => {
+                return Err((self.failed(e), Some("protocol")))
+            }
+            Ok(Err(SendError::Failed(Failure::ClientBody(e)))) => {
+                return Err((GateError::BodyRead(e), None))
             }
             Ok(Ok(res)) => res,
         };
@@ -256,38 +241,6 @@ fn plain_only() -> rustls::ClientConfig {
         .expect("ring supports the default protocol versions")
 }
 
-/// The `kind` of a failure before the response head: `reset` when the connection closed or
-/// was reset first, `protocol` for an answer that is not HTTP (and anything else); `None`
-/// when the request's body failed (the client broke off an upload that was being streamed):
-/// not the upstream's fault.
-fn failure_kind(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
-    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = src {
-        if let Some(h) = err.downcast_ref::<hyper::Error>() {
-            if h.is_user() || h.is_body_write_aborted() {
-                return None;
-            }
-            if h.is_parse() || h.is_parse_status() {
-                return Some("protocol");
-            }
-            if h.is_incomplete_message() || h.is_canceled() {
-                return Some("reset");
-            }
-        }
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind::*;
-            if matches!(
-                io.kind(),
-                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
-            ) {
-                return Some("reset");
-            }
-        }
-        src = err.source();
-    }
-    Some("protocol")
-}
-
 /// A forwarded response's body: counts a body that breaks off (`truncated`) and ends one
 /// that sends nothing for `idle` (`stalled`) with an error, which cuts the client's response
 /// short and drops the upstream connection.
@@ -350,17 +303,6 @@ impl http_body::Body for Watched {
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
 }
 
 /// Removes hop-by-hop headers: the fixed list and every header `Connection` names.

@@ -31,6 +31,8 @@ pub struct Config {
     /// An extra plain-HTTP data-plane listener beside the TLS one (`listen.plain_addr`,
     /// e.g. loopback for a sidecar).
     pub plain: Option<SocketAddr>,
+    /// Data-plane threads (`listen.workers`; 0 there means one per CPU), at least 1.
+    pub workers: usize,
     /// The TLS listener's certificate and client-certificate check (`[tls]`).
     pub tls: Option<ServerTls>,
     /// Live reload (`[reload]`).
@@ -180,6 +182,10 @@ impl Config {
         let plain = listen
             .str("plain_addr", &mut p)
             .map(|_| addr_or(&mut listen, "plain_addr", "127.0.0.1:0", &mut p));
+        let workers = match listen.count("workers", 1024, &mut p).unwrap_or(0) {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            n => n as usize,
+        };
         listen.finish(&mut p);
         let mut watched = Vec::new();
         let tls = tls::server(root.section("tls", &mut p), &mut watched, &mut p);
@@ -234,6 +240,7 @@ impl Config {
                 listen: addr,
                 admin,
                 plain,
+                workers,
                 tls,
                 reload,
                 watched,

@@ -1,188 +1,188 @@
-//! Upstream HTTP/1.1 connections, kept alive and driven by the request that holds them.
+//! Upstream connections per member, kept alive and used by one request at a time.
 //!
-//! A pooled client that runs each connection in a task of its own (hyper-util's) hands
-//! every request, response head and response chunk across a channel to or from that task:
-//! a task wake-up each. Here a request checks a connection out of the member's idle list
-//! (or opens one), polls the connection's future itself while its request is written and
-//! its response read ([`Leased`]), and puts it back once the response has ended and the
-//! connection is ready for another request. Nobody polls an idle connection: one the
-//! upstream closed is noticed when it is next checked out, or by the sweep that also
-//! expires connections idle for longer than `idle_timeout`.
-//!
-//! A request whose reused connection turns out to be closed before the request was written
-//! is sent again on another connection; one that was written is never resent.
+//! A request checks a connection out of the member's idle list (or opens one: TCP, then
+//! TLS for an `https://` member), writes its request and reads the response on it from its
+//! own task ([`h1`](super::h1)), and the connection comes back when the response body has
+//! ended cleanly. There is no connection task and no channel between the request and its
+//! connection. Nobody polls an idle connection: one the upstream closed is noticed when it
+//! is next checked out (what has already arrived is read, without waiting), or by the
+//! sweep that also expires connections idle for longer than `idle_timeout`.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use axum::body::Body;
-use bytes::Bytes;
-use http::{Request, Response, Uri};
-use http_body::Body as _;
-use http_body::{Frame, SizeHint};
-use hyper::body::Incoming;
-use hyper::client::conn::http1::{Connection, SendRequest};
-use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioIo;
+use http::{Request, Response};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-use tower::ServiceExt;
 
-type Io = MaybeHttpsStream<TokioIo<TcpStream>>;
+use super::h1::{Conn, Failure, Reuse, Stream, Streamed};
 
-/// Idle connections kept per member at most (the oldest is closed first).
+/// Idle connections kept per member and worker thread at most (the oldest is closed first).
 const MAX_IDLE: usize = 1024;
-/// The longest pause between two sweeps of the idle list.
+/// Idle lists per member: one per data-plane worker thread (a connection is reused on the
+/// thread, and so the runtime, that opened it), and list 0 for every other thread.
+const SHARDS: usize = 65;
+/// The longest pause between two sweeps of the idle lists.
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
-/// One member's connections: the connector and the idle list.
+thread_local! {
+    static SHARD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Marks the current thread as data-plane worker `n`: it gets idle lists of its own.
+pub(crate) fn on_worker_thread(n: usize) {
+    SHARD.with(|s| s.set(1 + n % (SHARDS - 1)));
+}
+
+/// Where one member's connections go: its address, TLS, and idle lists.
 pub(super) struct Conns {
-    connector: HttpsConnector<HttpConnector>,
-    idle: Mutex<VecDeque<Idle>>,
+    host: String,
+    port: u16,
+    /// For an `https://` member: the TLS client and the name its certificate must have.
+    tls: Option<(
+        tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    )>,
+    connect_timeout: Duration,
+    idle: Box<[Mutex<VecDeque<Idle>>]>,
     idle_timeout: Duration,
     sweeping: AtomicBool,
 }
 
 /// A connection waiting for its next request.
 struct Idle {
-    lease: Lease,
+    conn: Conn,
     since: Instant,
-}
-
-/// A connection held by one request: the sender and the connection's future.
-struct Lease {
-    tx: SendRequest<Body>,
-    /// `None` once the connection has ended.
-    conn: Option<Connection<Io, Body>>,
-}
-
-impl Lease {
-    /// Lets the connection read and write what it can; notes its end.
-    fn drive(&mut self, cx: &mut Context<'_>) {
-        if let Some(conn) = &mut self.conn {
-            if Pin::new(conn).poll(cx).is_ready() {
-                self.conn = None;
-            }
-        }
-    }
-
-    /// Drives it once without a task to wake (a closed connection ends here).
-    fn drive_now(&mut self) {
-        self.drive(&mut Context::from_waker(Waker::noop()));
-    }
-
-    /// Open, and ready to send a request.
-    fn reusable(&self) -> bool {
-        self.conn.is_some() && self.tx.is_ready()
-    }
 }
 
 /// Why a request got no response head.
 pub(super) enum SendError {
     /// No connection could be opened (TCP or TLS).
-    Connect(Box<dyn std::error::Error + Send + Sync>),
-    /// The connection failed, or the request's own body did.
-    Http(hyper::Error),
+    Connect(String),
+    /// The exchange failed before a whole response head.
+    Failed(Failure),
+}
+
+/// A response body that hands its connection back to the idle list when it has ended.
+pub(super) type Leased = Streamed<Checkin>;
+
+/// Hands a connection back to its member's idle list.
+pub(super) struct Checkin(Weak<Conns>);
+
+impl Reuse for Checkin {
+    fn reuse(self, conn: Conn) {
+        if let Some(conns) = self.0.upgrade() {
+            conns.checkin(conn);
+        }
+    }
 }
 
 impl Conns {
-    /// An empty pool opening connections with `connector`.
-    pub(super) fn new(connector: HttpsConnector<HttpConnector>, idle_timeout: Duration) -> Self {
+    /// An empty pool for the member at `url`; `tls` is used for `https://`.
+    pub(super) fn new(
+        url: &http::Uri,
+        tls: Arc<rustls::ClientConfig>,
+        connect_timeout: Duration,
+        idle_timeout: Duration,
+    ) -> Self {
+        let https = url.scheme() == Some(&http::uri::Scheme::HTTPS);
+        let host = url.host().unwrap_or("127.0.0.1");
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let tls = https.then(|| {
+            let mut config = (*tls).clone();
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            let name = rustls::pki_types::ServerName::try_from(host.clone()).unwrap_or_else(|_| {
+                rustls::pki_types::ServerName::try_from("invalid.").expect("a valid name")
+            });
+            (tokio_rustls::TlsConnector::from(Arc::new(config)), name)
+        });
         Conns {
-            connector,
-            idle: Mutex::default(),
+            port: url.port_u16().unwrap_or(if https { 443 } else { 80 }),
+            host,
+            tls,
+            connect_timeout,
+            idle: (0..SHARDS).map(|_| Mutex::default()).collect(),
             idle_timeout,
             sweeping: AtomicBool::new(false),
         }
     }
 
-    /// Sends `req` (its URI in origin form) to `target` (scheme and authority) and returns
-    /// the response, whose body keeps driving the connection.
+    /// Sends `req` (its URI in origin form) and returns the response, whose body reads the
+    /// rest from the connection.
     pub(super) async fn send(
         self: &Arc<Self>,
-        target: &Uri,
-        mut req: Request<Body>,
+        req: Request<Body>,
     ) -> Result<Response<Leased>, SendError> {
-        loop {
-            let (mut lease, reused) = match self.checkout() {
-                Some(lease) => (lease, true),
-                None => (self.connect(target).await?, false),
-            };
-            let mut sent = std::pin::pin!(lease.tx.try_send_request(req));
-            let res = poll_fn(|cx| {
-                lease.drive(cx);
-                sent.as_mut().poll(cx)
-            })
-            .await;
-            match res {
-                Ok(res) => {
-                    let home = Arc::downgrade(self);
-                    return Ok(res.map(|body| Leased {
-                        body,
-                        lease: Some(lease),
-                        ended: false,
-                        home,
-                    }));
-                }
-                Err(mut e) => match e.take_message() {
-                    Some(again) if reused => req = again,
-                    _ => return Err(SendError::Http(e.into_error())),
-                },
-            }
-        }
+        let conn = match self.checkout() {
+            Some(conn) => conn,
+            None => self.connect().await?,
+        };
+        let (head, framing, conn) = conn.send(req).await.map_err(SendError::Failed)?;
+        let body = Streamed::new(conn, framing, Checkin(Arc::downgrade(self)));
+        Ok(head.map(|()| body))
     }
 
-    async fn connect(&self, target: &Uri) -> Result<Lease, SendError> {
-        let io = self
-            .connector
-            .clone()
-            .oneshot(target.clone())
-            .await
-            .map_err(SendError::Connect)?;
-        let (tx, conn) = hyper::client::conn::http1::handshake(io)
-            .await
-            .map_err(SendError::Http)?;
-        Ok(Lease {
-            tx,
-            conn: Some(conn),
-        })
+    async fn connect(&self) -> Result<Conn, SendError> {
+        let addr = (self.host.as_str(), self.port);
+        let tcp = match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(tcp)) => tcp,
+            Ok(Err(e)) => return Err(SendError::Connect(e.to_string())),
+            Err(_) => {
+                let ms = self.connect_timeout.as_millis();
+                return Err(SendError::Connect(format!("no connection within {ms} ms")));
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let io = match &self.tls {
+            None => Stream::Plain(tcp),
+            Some((connector, name)) => match connector.connect(name.clone(), tcp).await {
+                Ok(tls) => Stream::Tls(Box::new(tls)),
+                Err(e) => return Err(SendError::Connect(format!("TLS: {e}"))),
+            },
+        };
+        Ok(Conn::new(io))
+    }
+
+    /// This thread's idle list.
+    fn idle(&self) -> std::sync::MutexGuard<'_, VecDeque<Idle>> {
+        let shard = &self.idle[SHARD.with(Cell::get)];
+        shard.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The most recently used open connection, if any.
-    fn checkout(&self) -> Option<Lease> {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some(Idle { mut lease, since }) = idle.pop_back() {
+    fn checkout(&self) -> Option<Conn> {
+        let mut idle = self.idle();
+        while let Some(Idle { mut conn, since }) = idle.pop_back() {
             if since.elapsed() >= self.idle_timeout {
                 idle.clear(); // the rest are older
                 return None;
             }
-            lease.drive_now();
-            if lease.reusable() {
-                return Some(lease);
+            if !conn.is_closed() {
+                return Some(conn);
             }
         }
         None
     }
 
-    /// Puts a connection whose response has ended back, if it can take another request.
-    fn checkin(self: &Arc<Self>, mut lease: Lease) {
-        lease.drive_now();
-        if !lease.reusable() || self.idle_timeout.is_zero() {
+    /// Puts a connection whose response has ended back.
+    fn checkin(self: &Arc<Self>, conn: Conn) {
+        if self.idle_timeout.is_zero() {
             return;
         }
         {
-            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            let mut idle = self.idle();
             if idle.len() >= MAX_IDLE {
                 idle.pop_front();
             }
             idle.push_back(Idle {
-                lease,
+                conn,
                 since: Instant::now(),
             });
         }
@@ -210,97 +210,31 @@ impl Conns {
     }
 
     fn sweep(&self) {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        idle.retain_mut(|i| {
-            i.lease.drive_now();
-            i.since.elapsed() < self.idle_timeout && i.lease.reusable()
-        });
+        for shard in &self.idle {
+            let mut idle = shard.lock().unwrap_or_else(|p| p.into_inner());
+            idle.retain_mut(|i| i.since.elapsed() < self.idle_timeout && !i.conn.is_closed());
+        }
     }
 
     /// Idle connections now (tests).
     #[cfg(test)]
     fn idle_count(&self) -> usize {
-        self.idle.lock().unwrap().len()
-    }
-}
-
-/// A response body read from a leased connection: polling it drives the connection, and
-/// when it has ended the connection goes back to the idle list (dropped unfinished, the
-/// connection is closed).
-pub(super) struct Leased {
-    body: Incoming,
-    lease: Option<Lease>,
-    ended: bool,
-    home: Weak<Conns>,
-}
-
-impl Leased {
-    fn release(&mut self) {
-        if !(self.ended || self.body.is_end_stream()) {
-            return;
-        }
-        if let (Some(lease), Some(home)) = (self.lease.take(), self.home.upgrade()) {
-            home.checkin(lease);
-        }
-    }
-}
-
-impl http_body::Body for Leased {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = &mut *self;
-        let mut next = Pin::new(&mut this.body).poll_frame(cx);
-        if next.is_pending() {
-            if let Some(lease) = &mut this.lease {
-                lease.drive(cx);
-                next = Pin::new(&mut this.body).poll_frame(cx);
-            }
-        }
-        match &next {
-            Poll::Ready(None) => {
-                this.ended = true;
-                this.release();
-            }
-            Poll::Ready(Some(Err(_))) => this.lease = None,
-            _ => {}
-        }
-        next
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
-
-impl Drop for Leased {
-    fn drop(&mut self) {
-        self.release();
+        self.idle.iter().map(|s| s.lock().unwrap().len()).sum()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+    use http::Uri;
     use http_body_util::BodyExt;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
-    fn conns(idle: Duration) -> Arc<Conns> {
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(super::super::plain_only())
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(HttpConnector::new());
-        Arc::new(Conns::new(connector, idle))
+    fn conns(target: &Uri, idle: Duration) -> Arc<Conns> {
+        let tls = Arc::new(super::super::plain_only());
+        Arc::new(Conns::new(target, tls, Duration::from_secs(5), idle))
     }
 
     /// An upstream that answers `answers` requests per connection (then closes it) and
@@ -335,12 +269,12 @@ mod tests {
         (format!("http://{addr}").parse().unwrap(), rx)
     }
 
-    async fn get(conns: &Arc<Conns>, target: &Uri) -> Bytes {
+    async fn get(conns: &Arc<Conns>) -> Bytes {
         let req = Request::get("/")
             .header("host", "x")
             .body(Body::empty())
             .unwrap();
-        let Ok(res) = conns.send(target, req).await else {
+        let Ok(res) = conns.send(req).await else {
             panic!("no response");
         };
         res.into_body().collect().await.unwrap().to_bytes()
@@ -349,9 +283,9 @@ mod tests {
     #[tokio::test]
     async fn a_connection_is_reused_once_its_response_has_ended() {
         let (target, mut accepted) = upstream(100).await;
-        let conns = conns(Duration::from_secs(60));
+        let conns = conns(&target, Duration::from_secs(60));
         for _ in 0..5 {
-            assert_eq!(get(&conns, &target).await, "ok");
+            assert_eq!(get(&conns).await, "ok");
             assert_eq!(conns.idle_count(), 1);
         }
         accepted.recv().await.unwrap();
@@ -364,9 +298,9 @@ mod tests {
     #[tokio::test]
     async fn a_response_dropped_unfinished_closes_its_connection() {
         let (target, _accepted) = upstream(100).await;
-        let conns = conns(Duration::from_secs(60));
+        let conns = conns(&target, Duration::from_secs(60));
         let req = Request::get("/").body(Body::empty()).unwrap();
-        let Ok(res) = conns.send(&target, req).await else {
+        let Ok(res) = conns.send(req).await else {
             panic!("no response");
         };
         drop(res);
@@ -377,8 +311,8 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_upstream_closed_is_not_reused() {
         let (target, mut accepted) = upstream(1).await;
-        let conns = conns(Duration::from_secs(60));
-        assert_eq!(get(&conns, &target).await, "ok");
+        let conns = conns(&target, Duration::from_secs(60));
+        assert_eq!(get(&conns).await, "ok");
         accepted.recv().await.unwrap();
         // The upstream closes after one answer: once the close has arrived, the sweep
         // drops the connection, and the next request opens another.
@@ -386,16 +320,16 @@ mod tests {
             tokio::task::yield_now().await;
             conns.sweep();
         }
-        assert_eq!(get(&conns, &target).await, "ok");
+        assert_eq!(get(&conns).await, "ok");
         accepted.recv().await.unwrap();
     }
 
     #[tokio::test]
     async fn a_request_on_a_connection_found_closed_at_checkout_goes_on_a_new_one() {
         let (target, mut accepted) = upstream(1).await;
-        let conns = conns(Duration::from_secs(60));
+        let conns = conns(&target, Duration::from_secs(60));
         for _ in 0..3 {
-            assert_eq!(get(&conns, &target).await, "ok");
+            assert_eq!(get(&conns).await, "ok");
             accepted.recv().await.unwrap();
             // Let the close arrive; the checkout then finds it (no sweep here).
             for _ in 0..10 {
@@ -407,10 +341,10 @@ mod tests {
     #[tokio::test]
     async fn idle_connections_expire() {
         let (target, mut accepted) = upstream(100).await;
-        let conns = conns(Duration::ZERO);
-        assert_eq!(get(&conns, &target).await, "ok");
+        let conns = conns(&target, Duration::ZERO);
+        assert_eq!(get(&conns).await, "ok");
         assert_eq!(conns.idle_count(), 0);
-        assert_eq!(get(&conns, &target).await, "ok");
+        assert_eq!(get(&conns).await, "ok");
         accepted.recv().await.unwrap();
         accepted.recv().await.unwrap();
     }

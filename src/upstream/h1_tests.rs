@@ -1,0 +1,398 @@
+use std::sync::{Arc, Mutex};
+
+use http_body_util::BodyExt;
+use proptest::prelude::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::*;
+
+/// Decodes `wire` fed in pieces cut at `cuts`; the data and trailers, or the error.
+fn decode_in_pieces(wire: &[u8], cuts: &[usize]) -> Result<(Vec<u8>, Option<HeaderMap>), String> {
+    let mut points: Vec<usize> = cuts.iter().map(|c| c % (wire.len() + 1)).collect();
+    points.push(wire.len());
+    points.sort_unstable();
+    let mut chunked = Chunked::default();
+    let (mut buf, mut data, mut fed) = (BytesMut::new(), Vec::new(), 0);
+    for point in points {
+        buf.extend_from_slice(&wire[fed..point]);
+        fed = point;
+        loop {
+            match chunked.decode(&mut buf).map_err(str::to_string)? {
+                Step::Data(d) => data.extend_from_slice(&d),
+                Step::End(trailers) => {
+                    if !buf.is_empty() {
+                        return Err("bytes after the end".into());
+                    }
+                    return Ok((data, trailers));
+                }
+                Step::More => break,
+            }
+        }
+    }
+    Err("no end".into())
+}
+
+fn encode(chunks: &[Vec<u8>], ext: bool, trailers: &[(&str, &str)]) -> Vec<u8> {
+    let mut wire = Vec::new();
+    for c in chunks.iter().filter(|c| !c.is_empty()) {
+        let ext = if ext { " ;name=value" } else { "" };
+        wire.extend_from_slice(format!("{:X}{ext}\r\n", c.len()).as_bytes());
+        wire.extend_from_slice(c);
+        wire.extend_from_slice(b"\r\n");
+    }
+    wire.extend_from_slice(b"0\r\n");
+    for (n, v) in trailers {
+        wire.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+    }
+    wire.extend_from_slice(b"\r\n");
+    wire
+}
+
+proptest! {
+    #[test]
+    fn chunked_bodies_decode_whatever_the_read_boundaries(
+        chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 0..12),
+        cuts in prop::collection::vec(any::<usize>(), 0..20),
+        ext in any::<bool>(),
+        with_trailer in any::<bool>(),
+    ) {
+        let trailers: &[(&str, &str)] = if with_trailer { &[("x-check", "abc")] } else { &[] };
+        let wire = encode(&chunks, ext, trailers);
+        let (data, got) = decode_in_pieces(&wire, &cuts).unwrap();
+        prop_assert_eq!(data, chunks.concat());
+        prop_assert_eq!(got.map(|t| t["x-check"].clone()), with_trailer.then(|| HeaderValue::from_static("abc")));
+    }
+}
+
+#[test]
+fn chunks_that_arrive_together_are_one_frame() {
+    let wire = encode(
+        &[b"data: a\n\n".to_vec(), b"data: b\n\n".to_vec()],
+        false,
+        &[],
+    );
+    let mut buf = BytesMut::from(&wire[..]);
+    let mut chunked = Chunked::default();
+    let Ok(Step::Data(d)) = chunked.decode(&mut buf) else {
+        panic!("data expected");
+    };
+    assert_eq!(&d[..], b"data: a\n\ndata: b\n\n");
+    assert!(matches!(chunked.decode(&mut buf), Ok(Step::End(None))));
+}
+
+#[test]
+fn invalid_chunked_bodies_are_errors() {
+    for wire in [
+        &b"zz\r\n"[..],
+        b"5\r\nhelloXX0\r\n\r\n",
+        b"5 x\r\nhello\r\n0\r\n\r\n",
+        b"5\nhello\r\n0\r\n\r\n",
+        b"fffffffffffffffff\r\n",
+        b"-5\r\n",
+        b"0\r\nno colon\r\n\r\n",
+    ] {
+        assert!(
+            decode_in_pieces(wire, &[]).is_err(),
+            "{}",
+            String::from_utf8_lossy(wire)
+        );
+    }
+    let long = vec![b'1'; MAX_LINE + 10];
+    assert!(decode_in_pieces(&long, &[]).is_err());
+}
+
+fn framing(
+    method: Method,
+    status: u16,
+    fields: &[(&str, &str)],
+    http10: bool,
+) -> Result<Framing, String> {
+    let mut h = HeaderMap::new();
+    for (n, v) in fields {
+        h.append(
+            HeaderName::from_bytes(n.as_bytes()).unwrap(),
+            HeaderValue::from_str(v).unwrap(),
+        );
+    }
+    Framing::of(&method, StatusCode::from_u16(status).unwrap(), &h, http10)
+}
+
+#[test]
+fn response_framing_follows_rfc_9112() {
+    let kind = |f: Result<Framing, String>| match f {
+        Ok(Framing {
+            kind: Kind::Done,
+            keep_alive,
+        }) => format!("none {keep_alive}"),
+        Ok(Framing {
+            kind: Kind::Length(n),
+            keep_alive,
+        }) => format!("length {n} {keep_alive}"),
+        Ok(Framing {
+            kind: Kind::Chunked(_),
+            keep_alive,
+        }) => format!("chunked {keep_alive}"),
+        Ok(Framing {
+            kind: Kind::Close,
+            keep_alive,
+        }) => format!("close {keep_alive}"),
+        Err(_) => "error".into(),
+    };
+    let cl = [("content-length", "5")];
+    assert_eq!(kind(framing(Method::HEAD, 200, &cl, false)), "none true");
+    assert_eq!(kind(framing(Method::POST, 204, &[], false)), "none true");
+    assert_eq!(kind(framing(Method::GET, 304, &cl, false)), "none true");
+    assert_eq!(
+        kind(framing(Method::POST, 200, &cl, false)),
+        "length 5 true"
+    );
+    assert_eq!(
+        kind(framing(
+            Method::POST,
+            200,
+            &[("content-length", "5, 5")],
+            false
+        )),
+        "length 5 true"
+    );
+    assert_eq!(
+        kind(framing(
+            Method::POST,
+            200,
+            &[("content-length", "5"), ("content-length", "6")],
+            false
+        )),
+        "error"
+    );
+    assert_eq!(
+        kind(framing(
+            Method::POST,
+            200,
+            &[("content-length", "+5")],
+            false
+        )),
+        "error"
+    );
+    assert_eq!(
+        kind(framing(
+            Method::POST,
+            200,
+            &[("transfer-encoding", "chunked")],
+            false
+        )),
+        "chunked true"
+    );
+    assert_eq!(
+        kind(framing(
+            Method::POST,
+            200,
+            &[("transfer-encoding", "chunked"), ("content-length", "5")],
+            false
+        )),
+        "chunked false"
+    );
+    assert_eq!(
+        kind(framing(
+            Method::POST,
+            200,
+            &[("transfer-encoding", "gzip")],
+            false
+        )),
+        "close false"
+    );
+    assert_eq!(kind(framing(Method::POST, 200, &[], false)), "close false");
+    assert_eq!(
+        kind(framing(
+            Method::POST,
+            200,
+            &[("connection", "Keep-Alive, close")],
+            false
+        )),
+        "none false".replace("none", "close")
+    );
+    assert_eq!(
+        kind(framing(Method::POST, 200, &cl, true)),
+        "length 5 false"
+    );
+}
+
+/// Where reused connections go in these tests.
+#[derive(Clone, Default)]
+struct Kept(Arc<Mutex<Vec<Conn>>>);
+
+impl Reuse for Kept {
+    fn reuse(self, conn: Conn) {
+        self.0.lock().unwrap().push(conn);
+    }
+}
+
+/// An upstream that reads one request (head and, by its framing, body), hands its bytes
+/// over, and answers with `pieces`, each written on its own; then closes if `close`.
+async fn upstream(
+    pieces: Vec<&'static [u8]>,
+    close: bool,
+) -> (Conn, tokio::sync::oneshot::Receiver<Vec<u8>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut seen = Vec::new();
+        let complete = |b: &[u8]| {
+            let Some(end) = b.windows(4).position(|w| w == b"\r\n\r\n") else {
+                return false;
+            };
+            let head = String::from_utf8_lossy(&b[..end]).to_ascii_lowercase();
+            if head.contains("transfer-encoding: chunked") {
+                return b.ends_with(b"0\r\n\r\n");
+            }
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .map_or(0, |v| v.parse::<usize>().unwrap());
+            b.len() >= end + 4 + len
+        };
+        while !complete(&seen) {
+            let mut chunk = [0u8; 4096];
+            let n = s.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the request ended early");
+            seen.extend_from_slice(&chunk[..n]);
+        }
+        let _ = tx.send(seen);
+        for p in pieces {
+            s.write_all(p).await.unwrap();
+            s.flush().await.unwrap();
+            tokio::task::yield_now().await;
+        }
+        if !close {
+            // Hold the connection open until the client closes it.
+            let _ = s.read(&mut [0u8; 1]).await;
+        }
+    });
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    (Conn::new(Stream::Plain(tcp)), rx)
+}
+
+async fn exchange(
+    req: Request<Body>,
+    pieces: Vec<&'static [u8]>,
+    close: bool,
+) -> (Response<Bytes>, Option<HeaderMap>, String, usize) {
+    let (conn, seen) = upstream(pieces, close).await;
+    let kept = Kept::default();
+    let (head, framing, conn) = conn.send(req).await.unwrap();
+    let body = Streamed::new(conn, framing, kept.clone());
+    let collected = body.collect().await.unwrap();
+    let trailers = collected.trailers().cloned();
+    let res = head.map(|()| collected.to_bytes());
+    let request = String::from_utf8(seen.await.unwrap()).unwrap();
+    let reused = kept.0.lock().unwrap().len();
+    (res, trailers, request, reused)
+}
+
+fn post(body: Body) -> Request<Body> {
+    Request::post("/v1/chat/completions")
+        .header("host", "vllm")
+        .body(body)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_chunked_answer_after_a_100_continue_is_read_whole_and_the_connection_kept() {
+    let (res, trailers, request, reused) = exchange(
+        post(Body::from("{}")),
+        vec![
+            b"HTTP/1.1 100 Continue\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+            b"9\r\ndata: a\n\n\r\n9\r\ndata: b\n\n\r\n",
+            b"E\r\ndata: [DONE]\n\n\r\n0\r\nx-t: 1\r\n\r\n",
+        ],
+        false,
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.body(), "data: a\n\ndata: b\n\ndata: [DONE]\n\n");
+    assert_eq!(trailers.unwrap()["x-t"], "1");
+    assert_eq!(reused, 1);
+    assert!(
+        request.starts_with("POST /v1/chat/completions HTTP/1.1\r\nhost: vllm\r\n"),
+        "{request}"
+    );
+    assert!(
+        request.ends_with("content-length: 2\r\n\r\n{}"),
+        "{request}"
+    );
+}
+
+#[tokio::test]
+async fn a_body_until_close_is_read_to_the_end_and_the_connection_dropped() {
+    let (res, _, _, reused) = exchange(
+        post(Body::from("{}")),
+        vec![b"HTTP/1.0 200 OK\r\n\r\nfirst ", b"second"],
+        true,
+    )
+    .await;
+    assert_eq!(res.body(), "first second");
+    assert_eq!(reused, 0);
+}
+
+#[tokio::test]
+async fn a_body_of_unknown_length_is_sent_chunked() {
+    let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = vec![
+        Ok(Frame::data(Bytes::from("ab"))),
+        Ok(Frame::data(Bytes::from("cde"))),
+    ];
+    let body = Body::new(http_body_util::StreamBody::new(futures_util::stream::iter(
+        frames,
+    )));
+    let (res, _, request, reused) = exchange(
+        post(body),
+        vec![b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"],
+        false,
+    )
+    .await;
+    assert_eq!(res.body(), "ok");
+    assert_eq!(reused, 1);
+    assert!(
+        request.contains("transfer-encoding: chunked\r\n\r\n2\r\nab\r\n3\r\ncde\r\n0\r\n\r\n"),
+        "{request}"
+    );
+}
+
+#[tokio::test]
+async fn a_get_without_a_body_declares_no_length() {
+    let req = Request::get("/health")
+        .header("host", "vllm")
+        .body(Body::empty())
+        .unwrap();
+    let (res, _, request, _) = exchange(req, vec![b"HTTP/1.1 204 No Content\r\n\r\n"], false).await;
+    assert_eq!(res.status(), 204);
+    assert_eq!(request, "GET /health HTTP/1.1\r\nhost: vllm\r\n\r\n");
+}
+
+#[tokio::test]
+async fn a_body_cut_short_is_an_error() {
+    let (conn, _seen) = upstream(
+        vec![b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort"],
+        true,
+    )
+    .await;
+    let (_, framing, conn) = conn.send(post(Body::from("{}"))).await.unwrap();
+    let body = Streamed::new(conn, framing, Kept::default());
+    assert!(matches!(body.collect().await, Err(BodyError::BrokeOff(_))));
+}
+
+#[tokio::test]
+async fn an_answer_that_is_not_http_is_a_protocol_failure() {
+    let (conn, _seen) = upstream(vec![b"SSH-2.0-OpenSSH\r\n\r\n"], true).await;
+    assert!(matches!(
+        conn.send(post(Body::from("{}"))).await,
+        Err(Failure::Protocol(_))
+    ));
+    let (conn, _seen) = upstream(vec![b"HTTP/1.1 200 OK\r\ncontent-le"], true).await;
+    assert!(matches!(
+        conn.send(post(Body::from("{}"))).await,
+        Err(Failure::Reset(_))
+    ));
+}
