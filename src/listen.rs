@@ -79,13 +79,29 @@ pub async fn serve(
             .spawn(move || {
                 let _done = done;
                 crate::upstream::on_worker_thread(worker);
+                crate::record::batch_log_lines();
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
+                    .on_thread_park(crate::record::flush_log_lines)
                     .build();
                 match rt {
-                    Ok(rt) => rt.block_on(work(accepted, live, transport, drain)),
+                    Ok(rt) => rt.block_on(async move {
+                        // A thread that never goes idle still writes its lines within a second.
+                        let flush = async {
+                            let mut every = tokio::time::interval(Duration::from_secs(1));
+                            loop {
+                                every.tick().await;
+                                crate::record::flush_log_lines();
+                            }
+                        };
+                        tokio::select! {
+                            () = work(accepted, live, transport, drain) => {}
+                            () = flush => {}
+                        }
+                    }),
                     Err(e) => tracing::error!(error = %e, worker, "cannot start a worker"),
                 }
+                crate::record::flush_log_lines();
             });
         match started {
             Ok(_) => {

@@ -7,6 +7,7 @@
 //! (never arrays, nested objects, non-finite numbers or strings over the bound). Each
 //! offending request also feeds the live [`Inventory`].
 
+use std::cell::RefCell;
 use std::io::Write;
 use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -325,10 +326,49 @@ fn record_client(metrics: &Metrics, o: &Outcome) {
     }
 }
 
+/// Log lines batched before one write to stdout, on a thread that batches.
+const BATCH_BYTES: usize = 16 << 10;
+
+thread_local! {
+    /// This thread's unwritten log lines; `None` on a thread that writes each line at once.
+    static BATCH: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+}
+
+/// From now on, log lines written on this thread are held until [`flush_log_lines`] (a
+/// data-plane worker calls it whenever it goes idle, every second, and when it ends) or
+/// until 16 KiB are held: one `write` for many lines, and no contention for stdout.
+pub(crate) fn batch_log_lines() {
+    BATCH.with(|b| *b.borrow_mut() = Some(Vec::with_capacity(BATCH_BYTES)));
+}
+
+/// Writes the log lines this thread holds.
+pub(crate) fn flush_log_lines() {
+    BATCH.with(|b| {
+        if let Some(held) = b.borrow_mut().as_mut().filter(|h| !h.is_empty()) {
+            let _ = std::io::stdout().lock().write_all(held);
+            held.clear();
+        }
+    });
+}
+
 fn log_line(o: &Outcome, ts: &str, route: &'static str, mode: &'static str) {
-    if let Ok(mut text) = log_text(o, ts, route, mode) {
-        text.push(b'\n');
-        let _ = std::io::stdout().lock().write_all(&text);
+    let Ok(mut text) = log_text(o, ts, route, mode) else {
+        return;
+    };
+    text.push(b'\n');
+    let held = BATCH.with(|b| match b.borrow_mut().as_mut() {
+        Some(held) => {
+            held.extend_from_slice(&text);
+            Some(held.len())
+        }
+        None => None,
+    });
+    match held {
+        Some(n) if n >= BATCH_BYTES => flush_log_lines(),
+        Some(_) => {}
+        None => {
+            let _ = std::io::stdout().lock().write_all(&text);
+        }
     }
 }
 
