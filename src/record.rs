@@ -343,9 +343,15 @@ pub(crate) fn batch_log_lines() {
 
 /// Writes the log lines this thread holds.
 pub(crate) fn flush_log_lines() {
+    flush_with(|lines| {
+        let _ = std::io::stdout().lock().write_all(lines);
+    });
+}
+
+fn flush_with(write: impl FnOnce(&[u8])) {
     BATCH.with(|b| {
         if let Some(held) = b.borrow_mut().as_mut().filter(|h| !h.is_empty()) {
-            let _ = std::io::stdout().lock().write_all(held);
+            write(held);
             held.clear();
         }
     });
@@ -501,6 +507,36 @@ mod tests {
             on["fields"][1]["keys"],
             serde_json::json!(["video", "image"])
         );
+    }
+
+    #[test]
+    fn a_batching_thread_holds_whole_lines_in_order_until_flushed() {
+        std::thread::spawn(|| {
+            batch_log_lines();
+            let o = outcome(r#"{"mm_processor_kwargs":{"a":1}}"#, None);
+            for id in ["first", "second"] {
+                let o = Outcome {
+                    request_id: id.into(),
+                    ..o.clone()
+                };
+                log_line(&o, "t", "chat", "shadow");
+            }
+            let mut written = Vec::new();
+            flush_with(|lines| written.extend_from_slice(lines));
+            let lines: Vec<serde_json::Value> = String::from_utf8(written)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let ids: Vec<&str> = lines
+                .iter()
+                .map(|l| l["request_id"].as_str().unwrap())
+                .collect();
+            assert_eq!(ids, ["first", "second"]);
+            flush_with(|_| panic!("nothing is held after a flush"));
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

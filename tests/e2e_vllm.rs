@@ -601,7 +601,15 @@ async fn real_vllm_end_to_end() {
             shadow: &shadow,
         };
         let offending = equivalence(&client, &pair, &mut failures).await;
-        let lines = log_lines(&shadow);
+        // Workers write their batched log lines when they go idle: wait for them, bounded.
+        let mut lines = log_lines(&shadow);
+        for _ in 0..200 {
+            if lines >= offending {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            lines = log_lines(&shadow);
+        }
         if lines != offending {
             failures.push(format!(
                 "{family}: shadow logged {lines} offending requests, vLLM rejected {offending}"
