@@ -3,8 +3,9 @@
 //!
 //! The life of a request, stage by stage (one module each):
 //!
-//! 1. [`listen`] accepts a connection ([`tls`]: the handshake and the client certificate's
-//!    names) and records its [`listen::ConnInfo`]; [`framing`] watches HTTP/1 heads for the
+//! 1. [`listen`] accepts a connection, hands it to one of the data-plane worker threads
+//!    (each a single-threaded runtime; the connection never leaves it), runs the handshake
+//!    ([`tls`]: the client certificate's names) and records its [`listen::ConnInfo`]; [`framing`] watches HTTP/1 heads for the
 //!    `Content-Length` + `Transfer-Encoding` ambiguity; each request takes the gateway in force.
 //! 2. [`identify`] resolves the client ([`identify::ClientId`]) from its certificate, API key
 //!    or trusted header, once per request on every route; [`limits`] takes from its rate.
@@ -16,7 +17,8 @@
 //! 7. [`limits`] checks the pool's value limits on the kwargs and admits the request
 //!    (concurrency permits, bounded queue) for as long as its response body lives.
 //! 8. [`rewrite`] strips the gated fields when the action says so; [`pool`] picks a healthy
-//!    member and [`upstream`] forwards and streams the response back; [`error`] is the one
+//!    member and [`upstream`] forwards on its own kept-alive HTTP/1.1 connections, written
+//!    and read from the request's task, and streams the response back; [`error`] is the one
 //!    place errors become HTTP responses.
 //! 9. [`record`] records the [`record::Outcome`] once: metrics ([`metrics`]) and one log line.
 //!
