@@ -58,6 +58,8 @@ RECORDED=$(sum 'mmgate_requests_total{')
 STRIPPED=$(echo "$M" | awk '/^mmgate_requests_total\{/ && /outcome="stripped"/{s+=$NF} END{print s+0}')
 UPSTREAM=$(curl -s "http://127.0.0.1:$UP/count")
 LOGLINES=$(grep -c '"event":"offending_request"' "$W/stdout" || true)
+BYACTION=$(grep '"event":"offending_request"' "$W/stdout" | grep -o '"action":"[a-z]*"' | cut -d'"' -f4 \
+  | sort | uniq -c | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $2, $1}')
 cat <<OUT
 ---
 connections=$CONNS threads=$THREADS seconds=$SECONDS_ body=${BODY_KB}KiB limit=$LIMIT_BYTES
@@ -65,5 +67,5 @@ mmgate RSS at start: ${RSS0} kB; peak RSS (VmHWM): ${HWM} kB; bound limit×conns
 answered (wrk): $ANSWERED (non-2xx: $NON2XX)
 recorded by mmgate: $RECORDED (stripped: $STRIPPED); in flight after: ${inflight:-?}
 received whole upstream: $UPSTREAM
-log lines: $LOGLINES
+log lines: $LOGLINES (by action: $BYACTION)
 OUT
