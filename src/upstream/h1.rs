@@ -261,7 +261,9 @@ impl Framing {
             .iter()
             .flat_map(|v| v.as_bytes().split(|b| *b == b','))
             .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
-        let keep_alive = !close && !http10;
+        // After a 101 the connection speaks another protocol: never reused. (mmgate drops
+        // `Upgrade` from requests as hop-by-hop, so an upstream has no reason to send one.)
+        let keep_alive = !close && !http10 && status != StatusCode::SWITCHING_PROTOCOLS;
         let bodiless = method == Method::HEAD
             || status.is_informational()
             || status == StatusCode::NO_CONTENT
