@@ -215,6 +215,7 @@ fn response_framing_follows_rfc_9112() {
         kind(framing(Method::POST, 200, &cl, true)),
         "length 5 false"
     );
+    assert_eq!(kind(framing(Method::GET, 101, &[], false)), "none false");
 }
 
 /// Where reused connections go in these tests.
