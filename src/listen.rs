@@ -78,7 +78,7 @@ pub async fn serve(
             .name(format!("mmgate-worker-{worker}"))
             .spawn(move || {
                 let _done = done;
-                crate::upstream::on_worker_thread(worker);
+                crate::upstream::on_worker_thread();
                 crate::record::batch_log_lines();
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -122,7 +122,9 @@ pub async fn serve(
         let (stream, remote) = match accepted {
             Ok(a) => a,
             Err(e) => {
+                // Out of descriptors, say: the listener stays readable, so back off.
                 tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
@@ -130,10 +132,17 @@ pub async fn serve(
         let Ok(stream) = stream.into_std() else {
             continue;
         };
-        next = (next + 1) % handoff.len();
-        if handoff[next].send((stream, remote)).is_err() {
-            tracing::error!("a worker thread ended; serving on the others");
-            handoff.swap_remove(next);
+        let mut accepted = (stream, remote);
+        while !handoff.is_empty() {
+            next = (next + 1) % handoff.len();
+            match handoff[next].send(accepted) {
+                Ok(()) => break,
+                Err(mpsc::error::SendError(back)) => {
+                    tracing::error!("a worker thread ended; serving on the others");
+                    handoff.swap_remove(next);
+                    accepted = back;
+                }
+            }
         }
     }
     // New connections are refused from here; the workers drain what they hold.

@@ -94,12 +94,13 @@ impl Upstream {
     ) -> Result<Response<Body>, GateError> {
         let pq = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
         parts.uri = self.uri(pq)?;
+        // First: a client's `Connection: host` must not remove the Host set below.
+        remove_hop_by_hop(&mut parts.headers);
         if !parts.headers.contains_key(header::HOST) {
             if let Ok(h) = HeaderValue::from_str(self.authority.as_str()) {
                 parts.headers.insert(header::HOST, h);
             }
         }
-        remove_hop_by_hop(&mut parts.headers);
         add_forwarded(&mut parts.headers, client);
         parts.version = http::Version::HTTP_11;
         match self.send(Request::from_parts(parts, body)).await {

@@ -160,7 +160,9 @@ fn timeouts(
 ) -> Option<Upstream> {
     let connect_timeout = ms(s, "connect_timeout_ms", 2_000, p);
     let response_timeout = ms(s, "response_timeout_ms", 600_000, p);
-    let idle_timeout = ms(s, "idle_timeout_ms", 90_000, p);
+    // Below uvicorn's 5 s keep-alive: vLLM closes idle connections first otherwise, and a
+    // request written as it does so fails.
+    let idle_timeout = ms(s, "idle_timeout_ms", 4_000, p);
     let ca = s.str("tls_ca", p);
     let cert = s.str("tls_cert", p);
     let key = s.str("tls_key", p);

@@ -10,7 +10,7 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -30,12 +30,22 @@ const SHARDS: usize = 65;
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
 thread_local! {
-    static SHARD: Cell<usize> = const { Cell::new(0) };
+    /// This thread's worker number (0: not a data-plane worker).
+    static WORKER: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Marks the current thread as data-plane worker `n`: it gets idle lists of its own.
-pub(crate) fn on_worker_thread(n: usize) {
-    SHARD.with(|s| s.set(1 + n % (SHARDS - 1)));
+/// Worker numbers handed out so far (every listener's workers count).
+static WORKERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Marks the current thread as a data-plane worker with a runtime of its own: it gets its
+/// own idle connections (a socket is used only on the runtime that opened it).
+pub(crate) fn on_worker_thread() {
+    let n = WORKERS.fetch_add(1, Ordering::Relaxed) + 1;
+    WORKER.with(|w| w.set(n));
+}
+
+fn worker() -> usize {
+    WORKER.with(Cell::get)
 }
 
 /// Where one member's connections go: its address, TLS, and idle lists.
@@ -57,6 +67,8 @@ pub(super) struct Conns {
 struct Idle {
     conn: Conn,
     since: Instant,
+    /// The worker (runtime) that opened it; only that one takes it again.
+    owner: usize,
 }
 
 /// Why a request got no response head.
@@ -150,22 +162,28 @@ impl Conns {
         Ok(Conn::new(io))
     }
 
-    /// This thread's idle list.
+    /// This thread's idle list (shared with other workers only beyond `SHARDS - 1` of them).
     fn idle(&self) -> std::sync::MutexGuard<'_, VecDeque<Idle>> {
-        let shard = &self.idle[SHARD.with(Cell::get)];
+        let me = worker();
+        let shard = &self.idle[if me == 0 {
+            0
+        } else {
+            1 + (me - 1) % (SHARDS - 1)
+        }];
         shard.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The most recently used open connection, if any.
+    /// The most recently used open connection this thread opened, if any.
     fn checkout(&self) -> Option<Conn> {
+        let me = worker();
         let mut idle = self.idle();
-        while let Some(Idle { mut conn, since }) = idle.pop_back() {
-            if since.elapsed() >= self.idle_timeout {
-                idle.clear(); // the rest are older
-                return None;
-            }
-            if !conn.is_closed() {
-                return Some(conn);
+        idle.retain(|i| i.since.elapsed() < self.idle_timeout);
+        while let Some(at) = idle.iter().rposition(|i| i.owner == me) {
+            let Some(mut found) = idle.remove(at) else {
+                break;
+            };
+            if !found.conn.is_closed() {
+                return Some(found.conn);
             }
         }
         None
@@ -184,6 +202,7 @@ impl Conns {
             idle.push_back(Idle {
                 conn,
                 since: Instant::now(),
+                owner: worker(),
             });
         }
         if !self.sweeping.swap(true, Ordering::Relaxed) {
@@ -336,6 +355,24 @@ mod tests {
                 tokio::task::yield_now().await;
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_worker_takes_back_only_the_connections_it_opened() {
+        let (target, _accepted) = upstream(100).await;
+        let conns = conns(&target, Duration::from_secs(60));
+        on_worker_thread();
+        assert_eq!(get(&conns).await, "ok");
+        assert_eq!(conns.idle_count(), 1);
+        let other = conns.clone();
+        let taken = std::thread::spawn(move || {
+            on_worker_thread();
+            other.checkout().is_some()
+        })
+        .join()
+        .unwrap();
+        assert!(!taken, "another worker's runtime never gets this socket");
+        assert!(conns.checkout().is_some());
     }
 
     #[tokio::test]

@@ -130,6 +130,7 @@ impl Conn {
                 Some(frame) => frame,
                 None => {
                     write_all(&mut self.io, &mut out).await.map_err(reset)?;
+                    self.io.flush().await.map_err(reset)?; // TLS may hold what was written
                     batched = 0;
                     body.frame().await
                 }
@@ -143,6 +144,12 @@ impl Conn {
                 },
             };
             sent += data.len() as u64;
+            if declared.is_some_and(|n| sent > n) {
+                return Err(Failure::ClientBody(format!(
+                    "the request body is longer than the {} bytes declared",
+                    declared.unwrap_or(0)
+                )));
+            }
             batched += data.len();
             if chunked {
                 out.push(Bytes::from(format!("{:x}\r\n", data.len())));
@@ -158,7 +165,7 @@ impl Conn {
         }
         if declared.is_some_and(|n| n != sent) {
             return Err(Failure::ClientBody(format!(
-                "the request body has {sent} bytes, not the {} declared",
+                "the request body has {sent} bytes, fewer than the {} declared",
                 declared.unwrap_or(0)
             )));
         }

@@ -397,3 +397,46 @@ async fn an_answer_that_is_not_http_is_a_protocol_failure() {
         Err(Failure::Reset(_))
     ));
 }
+
+/// A body that declares `declared` bytes and sends `sent`.
+struct Lying {
+    declared: u64,
+    sent: Option<Bytes>,
+}
+
+impl http_body::Body for Lying {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Poll::Ready(self.sent.take().map(|d| Ok(Frame::data(d))))
+    }
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.declared)
+    }
+}
+
+#[tokio::test]
+async fn a_body_longer_than_declared_is_refused_before_it_is_sent() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let received = tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut all = Vec::new();
+        let _ = s.read_to_end(&mut all).await;
+        all
+    });
+    let conn = Conn::new(Stream::Plain(TcpStream::connect(addr).await.unwrap()));
+    let body = Body::new(Lying {
+        declared: 2,
+        sent: Some(Bytes::from_static(b"{}GET / HTTP/1.1")),
+    });
+    assert!(matches!(
+        conn.send(post(body)).await,
+        Err(Failure::ClientBody(_))
+    ));
+    let received = String::from_utf8(received.await.unwrap()).unwrap();
+    assert!(!received.contains("GET /"), "{received}");
+}
