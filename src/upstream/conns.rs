@@ -177,7 +177,14 @@ impl Conns {
     fn checkout(&self) -> Option<Conn> {
         let me = worker();
         let mut idle = self.idle();
-        idle.retain(|i| i.since.elapsed() < self.idle_timeout);
+        // Oldest first (check-ins push at the back): drop the expired ones from the front.
+        let now = Instant::now();
+        while idle
+            .front()
+            .is_some_and(|i| now.duration_since(i.since) >= self.idle_timeout)
+        {
+            idle.pop_front();
+        }
         while let Some(at) = idle.iter().rposition(|i| i.owner == me) {
             let Some(mut found) = idle.remove(at) else {
                 break;
@@ -229,9 +236,12 @@ impl Conns {
     }
 
     fn sweep(&self) {
+        let now = Instant::now();
         for shard in &self.idle {
             let mut idle = shard.lock().unwrap_or_else(|p| p.into_inner());
-            idle.retain_mut(|i| i.since.elapsed() < self.idle_timeout && !i.conn.is_closed());
+            idle.retain_mut(|i| {
+                now.duration_since(i.since) < self.idle_timeout && !i.conn.is_closed()
+            });
         }
     }
 
