@@ -153,9 +153,9 @@ impl Conns {
         };
         let _ = tcp.set_nodelay(true);
         let io = match &self.tls {
-            None => Stream::Plain(tcp),
+            None => Stream::Left(tcp),
             Some((connector, name)) => match connector.connect(name.clone(), tcp).await {
-                Ok(tls) => Stream::Tls(Box::new(tls)),
+                Ok(tls) => Stream::Right(Box::new(tls)),
                 Err(e) => return Err(SendError::Connect(format!("TLS: {e}"))),
             },
         };

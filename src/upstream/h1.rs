@@ -20,8 +20,9 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::BodyExt;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio_util::either::Either;
 
 /// The longest response head accepted.
 const MAX_HEAD: usize = 64 << 10;
@@ -45,13 +46,8 @@ pub(super) enum Failure {
     ClientBody(String),
 }
 
-/// A TCP connection, or TLS over one.
-pub(super) enum Stream {
-    /// Plain HTTP.
-    Plain(TcpStream),
-    /// HTTPS.
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
+/// A TCP connection (`Left`), or TLS over one (`Right`).
+pub(super) type Stream = Either<TcpStream, Box<tokio_rustls::client::TlsStream<TcpStream>>>;
 
 /// One upstream connection and the bytes read from it that no response has used yet.
 pub(super) struct Conn {
@@ -683,64 +679,6 @@ fn poll_read(
     buf: &mut BytesMut,
 ) -> Poll<std::io::Result<usize>> {
     tokio_util::io::poll_read_buf(Pin::new(io), cx, buf)
-}
-
-impl AsyncRead for Stream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Stream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Stream::Tls(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Stream::Plain(s) => s.is_write_vectored(),
-            Stream::Tls(s) => s.is_write_vectored(),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
-            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
-        }
-    }
 }
 
 #[cfg(test)]

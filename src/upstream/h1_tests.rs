@@ -272,7 +272,7 @@ async fn upstream(
         }
     });
     let tcp = TcpStream::connect(addr).await.unwrap();
-    (Conn::new(Stream::Plain(tcp)), rx)
+    (Conn::new(Stream::Left(tcp)), rx)
 }
 
 async fn exchange(
@@ -428,7 +428,7 @@ async fn a_body_longer_than_declared_is_refused_before_it_is_sent() {
         let _ = s.read_to_end(&mut all).await;
         all
     });
-    let conn = Conn::new(Stream::Plain(TcpStream::connect(addr).await.unwrap()));
+    let conn = Conn::new(Stream::Left(TcpStream::connect(addr).await.unwrap()));
     let body = Body::new(Lying {
         declared: 2,
         sent: Some(Bytes::from_static(b"{}GET / HTTP/1.1")),
