@@ -26,7 +26,7 @@ use std::time::Duration;
 use axum::body::Body;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Request, Response, StatusCode, Uri};
+use http::{Request, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 use prometheus::IntCounterVec;
 
@@ -68,14 +68,6 @@ impl Upstream {
         self.authority.as_str()
     }
 
-    /// The request target as sent on the upstream connection (origin form).
-    fn uri(&self, path_and_query: &str) -> Result<Uri, GateError> {
-        Uri::builder()
-            .path_and_query(path_and_query)
-            .build()
-            .map_err(|e| self.failed(e.to_string()))
-    }
-
     fn failed(&self, reason: String) -> GateError {
         GateError::UpstreamFailed {
             upstream: self.authority.to_string(),
@@ -92,8 +84,8 @@ impl Upstream {
         client: IpAddr,
         errors: &IntCounterVec,
     ) -> Result<Response<Body>, GateError> {
-        let pq = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-        parts.uri = self.uri(pq)?;
+        // The connection writes the URI's path and query (origin form); an HTTP/2 client's
+        // scheme and authority are not sent.
         // First: a client's `Connection: host` must not remove the Host set below.
         remove_hop_by_hop(&mut parts.headers);
         if !parts.headers.contains_key(header::HOST) {
@@ -166,7 +158,7 @@ impl Upstream {
         path: &str,
         deadline: Duration,
     ) -> Result<(StatusCode, Bytes), GateError> {
-        let req = Request::get(self.uri(path)?)
+        let req = Request::get(path)
             .header(header::HOST, self.authority.as_str())
             .body(Body::empty())
             .map_err(|e| self.failed(e.to_string()))?;
