@@ -139,83 +139,59 @@ fn response_framing_follows_rfc_9112() {
         }) => format!("close {keep_alive}"),
         Err(_) => "error".into(),
     };
-    let cl = [("content-length", "5")];
-    assert_eq!(kind(framing(Method::HEAD, 200, &cl, false)), "none true");
-    assert_eq!(kind(framing(Method::POST, 204, &[], false)), "none true");
-    assert_eq!(kind(framing(Method::GET, 304, &cl, false)), "none true");
-    assert_eq!(
-        kind(framing(Method::POST, 200, &cl, false)),
-        "length 5 true"
-    );
-    assert_eq!(
-        kind(framing(
+    let cl: &[(&str, &str)] = &[("content-length", "5")];
+    let te: &[(&str, &str)] = &[("transfer-encoding", "chunked")];
+    type Fields<'a> = &'a [(&'a str, &'a str)];
+    let cases: &[(Method, u16, Fields, bool, &str)] = &[
+        (Method::HEAD, 200, cl, false, "none true"),
+        (Method::POST, 204, &[], false, "none true"),
+        (Method::GET, 304, cl, false, "none true"),
+        (Method::POST, 200, cl, false, "length 5 true"),
+        (
             Method::POST,
             200,
             &[("content-length", "5, 5")],
-            false
-        )),
-        "length 5 true"
-    );
-    assert_eq!(
-        kind(framing(
+            false,
+            "length 5 true",
+        ),
+        (
             Method::POST,
             200,
             &[("content-length", "5"), ("content-length", "6")],
-            false
-        )),
-        "error"
-    );
-    assert_eq!(
-        kind(framing(
+            false,
+            "error",
+        ),
+        (
             Method::POST,
             200,
             &[("content-length", "+5")],
-            false
-        )),
-        "error"
-    );
-    assert_eq!(
-        kind(framing(
-            Method::POST,
-            200,
-            &[("transfer-encoding", "chunked")],
-            false
-        )),
-        "chunked true"
-    );
-    assert_eq!(
-        kind(framing(
-            Method::POST,
-            200,
-            &[("transfer-encoding", "chunked"), ("content-length", "5")],
-            false
-        )),
-        "chunked false"
-    );
-    assert_eq!(
-        kind(framing(
+            false,
+            "error",
+        ),
+        (Method::POST, 200, te, false, "chunked true"),
+        (Method::POST, 200, &[te[0], cl[0]], false, "chunked false"),
+        (
             Method::POST,
             200,
             &[("transfer-encoding", "gzip")],
-            false
-        )),
-        "close false"
-    );
-    assert_eq!(kind(framing(Method::POST, 200, &[], false)), "close false");
-    assert_eq!(
-        kind(framing(
+            false,
+            "close false",
+        ),
+        (Method::POST, 200, &[], false, "close false"),
+        (
             Method::POST,
             200,
             &[("connection", "Keep-Alive, close")],
-            false
-        )),
-        "close false"
-    );
-    assert_eq!(
-        kind(framing(Method::POST, 200, &cl, true)),
-        "length 5 false"
-    );
-    assert_eq!(kind(framing(Method::GET, 101, &[], false)), "none false");
+            false,
+            "close false",
+        ),
+        (Method::POST, 200, cl, true, "length 5 false"),
+        (Method::GET, 101, &[], false, "none false"),
+    ];
+    for (method, status, fields, http10, want) in cases {
+        let got = kind(framing(method.clone(), *status, fields, *http10));
+        assert_eq!(got, *want, "{method} {status} {fields:?} http/1.0={http10}");
+    }
 }
 
 /// Where reused connections go in these tests.
