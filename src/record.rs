@@ -362,12 +362,11 @@ fn log_line(o: &Outcome, ts: &str, route: &'static str, mode: &'static str) {
         return;
     };
     text.push(b'\n');
-    let held = BATCH.with(|b| match b.borrow_mut().as_mut() {
-        Some(held) => {
+    let held = BATCH.with(|b| {
+        b.borrow_mut().as_mut().map(|held| {
             held.extend_from_slice(&text);
-            Some(held.len())
-        }
-        None => None,
+            held.len()
+        })
     });
     match held {
         Some(n) if n >= BATCH_BYTES => flush_log_lines(),
