@@ -35,9 +35,24 @@ pub struct ConnInfo {
     pub id: u64,
     /// The client's address.
     pub remote: SocketAddr,
+    /// The client's IP address as text (`X-Forwarded-For`, logs), formatted once.
+    pub remote_ip: http::HeaderValue,
     /// The verified client certificate's identity (mTLS); filled in by a TLS listener,
     /// `None` on plain TCP.
     pub peer: Option<PeerCertificate>,
+}
+
+impl ConnInfo {
+    /// What is known of a connection from `remote`, with `peer`'s certificate identity.
+    pub fn new(id: u64, remote: SocketAddr, peer: Option<PeerCertificate>) -> Self {
+        let ip = remote.ip().to_string();
+        ConnInfo {
+            id,
+            remote,
+            remote_ip: http::HeaderValue::from_str(&ip).expect("an IP address is a header value"),
+            peer,
+        }
+    }
 }
 
 static CONN_IDS: AtomicU64 = AtomicU64::new(1);
@@ -242,11 +257,8 @@ async fn connection<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let conn = Arc::new(ConnInfo {
-        id: CONN_IDS.fetch_add(1, Ordering::Relaxed),
-        remote,
-        peer: tls.clone().flatten(),
-    });
+    let id = CONN_IDS.fetch_add(1, Ordering::Relaxed);
+    let conn = Arc::new(ConnInfo::new(id, remote, tls.clone().flatten()));
     let https = tls.is_some();
     let (stream, ambiguity) = Watched::new(stream);
     let requests = AtomicU64::new(0);

@@ -6,14 +6,28 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use prometheus::core::Collector;
+use prometheus::core::{Collector, MetricVec, MetricVecBuilder};
 use prometheus::proto::MetricType;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
+
+/// How many values each closed label has (the sizes of the [`Series`] tables).
+pub mod slots {
+    /// Route kinds and `ungated`.
+    pub const ROUTE: usize = crate::classify::RouteKind::ALL.len() + 1;
+    /// Modes and `none`.
+    pub const MODE: usize = 6;
+    /// Outcomes ([`crate::record::OUTCOMES`]).
+    pub const OUTCOME: usize = crate::record::OUTCOMES.len();
+    /// Gated fields.
+    pub const FIELD: usize = 2;
+    /// Ways a client is identified.
+    pub const VIA: usize = 4;
+}
 
 /// All of mmgate's metrics.
 #[derive(Clone)]
@@ -22,15 +36,15 @@ pub struct Metrics {
     /// Every collector registered, for [`Metrics::exported_names`].
     collectors: Arc<Vec<Box<dyn Collector>>>,
     /// Requests by route, mode and outcome.
-    pub requests: IntCounterVec,
+    pub requests: Series<IntCounterVec>,
     /// Requests that vLLM 0.31 would reject, by route, mode and field.
-    pub offending: IntCounterVec,
+    pub offending: Series<IntCounterVec>,
     /// Fields removed by strip, by route and field.
-    pub stripped: IntCounterVec,
+    pub stripped: Series<IntCounterVec>,
     /// Whole request duration, by route.
-    pub duration: HistogramVec,
+    pub duration: Series<HistogramVec>,
     /// Upstream time to response headers, by route.
-    pub upstream_duration: HistogramVec,
+    pub upstream_duration: Series<HistogramVec>,
     /// Gated request body sizes.
     pub body_bytes: Histogram,
     /// Requests in flight.
@@ -50,7 +64,7 @@ pub struct Metrics {
     /// Requests by client (a policy name or `anonymous`) and outcome.
     pub client_requests: IntCounterVec,
     /// Identified requests by how the client proved who it is.
-    pub identified: IntCounterVec,
+    pub identified: Series<IntCounterVec>,
     /// Client headers ignored because they came from outside the trusted networks.
     pub ignored_client_headers: IntCounter,
     /// Policy reloads by result (`success`, `failure`).
@@ -190,13 +204,13 @@ impl Metrics {
             admissions,
             refusals,
             client_requests,
-            identified,
+            identified: Series::new(identified, slots::VIA),
             ignored_client_headers,
-            requests,
-            offending,
-            stripped,
-            duration,
-            upstream_duration,
+            requests: Series::new(requests, slots::ROUTE * slots::MODE * slots::OUTCOME),
+            offending: Series::new(offending, slots::ROUTE * slots::MODE * slots::FIELD),
+            stripped: Series::new(stripped, slots::ROUTE * slots::FIELD),
+            duration: Series::new(duration, slots::ROUTE),
+            upstream_duration: Series::new(upstream_duration, slots::ROUTE),
             body_bytes,
             in_flight,
             upstream_errors,
@@ -227,6 +241,53 @@ impl Metrics {
             names.extend(suffixes.iter().map(|s| format!("{name}{s}")));
         }
         names
+    }
+}
+
+/// A labelled metric whose label values come from closed sets, so each series can be
+/// numbered: a series is resolved on first use and then reached by its number, without
+/// hashing the label values or taking the vector's lock on every request.
+#[derive(Clone)]
+pub struct Series<V: Labelled> {
+    vec: V,
+    slots: Arc<[OnceLock<V::M>]>,
+}
+
+impl<V: Labelled> Series<V> {
+    fn new(vec: V, slots: usize) -> Self {
+        Series {
+            vec,
+            slots: (0..slots).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Applies `f` to the series numbered `slot`, whose label values are always `labels`
+    /// (a number out of range is looked up by its labels each time).
+    pub fn with(&self, slot: usize, labels: &[&str], f: impl FnOnce(&V::M)) {
+        match self.slots.get(slot) {
+            Some(s) => f(s.get_or_init(|| self.vec.resolve(labels))),
+            None => f(&self.vec.resolve(labels)),
+        }
+    }
+
+    /// The underlying vector.
+    pub fn vec(&self) -> &V {
+        &self.vec
+    }
+}
+
+/// A metric vector: series by label values.
+pub trait Labelled {
+    /// One series.
+    type M;
+    /// The series with these label values.
+    fn resolve(&self, labels: &[&str]) -> Self::M;
+}
+
+impl<B: MetricVecBuilder> Labelled for MetricVec<B> {
+    type M = B::M;
+    fn resolve(&self, labels: &[&str]) -> B::M {
+        self.with_label_values(labels)
     }
 }
 

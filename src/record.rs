@@ -7,9 +7,9 @@
 //! (never arrays, nested objects, non-finite numbers or strings over the bound). Each
 //! offending request also feeds the live [`Inventory`].
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::io::Write;
-use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -20,7 +20,7 @@ use crate::identify::Via;
 use crate::inspect::{Field, Findings, KwargValue};
 use crate::inventory::{Inventory, Observation};
 use crate::listen::ConnInfo;
-use crate::metrics::Metrics;
+use crate::metrics::{slots, Metrics};
 
 const MAX_KEYS: usize = 32;
 const MAX_TEXT: usize = 256;
@@ -32,7 +32,7 @@ pub struct Outcome {
     pub route: Option<RouteKind>,
     /// The mode applied.
     pub mode: Option<Mode>,
-    /// What happened, a closed label: `forwarded`, `routed`, `stripped`, `rejected`, `refused`, `error`.
+    /// What happened, one of [`OUTCOMES`].
     pub outcome: &'static str,
     /// The field vLLM 0.31 would name in its gate error, if it would reject.
     pub would_reject: Option<Field>,
@@ -44,8 +44,8 @@ pub struct Outcome {
     pub values: Vec<(Field, serde_json::Map<String, serde_json::Value>)>,
     /// The response status.
     pub status: u16,
-    /// The client address.
-    pub client: IpAddr,
+    /// The client's IP address.
+    pub client: http::HeaderValue,
     /// The client's policy name, or `anonymous` (never a key or a header value).
     pub client_id: String,
     /// How the client was identified (unset when identification failed).
@@ -58,10 +58,10 @@ pub struct Outcome {
     pub waited: Option<Duration>,
     /// Why mmgate refused it (a closed label), if it did.
     pub refusal: Option<&'static str>,
-    /// The client's user agent (bounded).
-    pub user_agent: Option<String>,
-    /// The request id (the client's `x-request-id` or one mmgate made).
-    pub request_id: String,
+    /// The client's user agent, as sent (bounded when logged).
+    pub user_agent: Option<http::HeaderValue>,
+    /// The request id.
+    pub request_id: RequestId,
     /// The request path as sent (bounded).
     pub path: String,
     /// Inspected body size.
@@ -76,12 +76,6 @@ impl Outcome {
     /// A fresh outcome for a request: its client address, user agent, path and request id
     /// (the client's `x-request-id`, or one made from the connection and `seq`).
     pub fn start(headers: &http::HeaderMap, path: &str, conn: &ConnInfo, seq: u64) -> Outcome {
-        let header = |name: &str| {
-            headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(bound_text)
-        };
         Outcome {
             route: None,
             mode: None,
@@ -91,16 +85,19 @@ impl Outcome {
             fields: Vec::new(),
             values: Vec::new(),
             status: 0,
-            client: conn.remote.ip(),
+            client: conn.remote_ip.clone(),
             client_id: "anonymous".into(),
             via: None,
             spoofed_header: false,
             pool: None,
             waited: None,
             refusal: None,
-            user_agent: header("user-agent"),
-            request_id: header("x-request-id")
-                .unwrap_or_else(|| format!("mmgate-{:x}-{seq:x}", conn.id)),
+            user_agent: headers.get(http::header::USER_AGENT).cloned(),
+            request_id: RequestId {
+                sent: headers.get("x-request-id").cloned(),
+                conn: conn.id,
+                seq,
+            },
             path: bound_text(path),
             body_bytes: None,
             elapsed: Duration::ZERO,
@@ -146,6 +143,26 @@ impl Outcome {
     }
 }
 
+/// A request's id: the client's `x-request-id` (bounded), or, when it sent none (or one
+/// that is not text), one made from the connection and request numbers. Formatted only
+/// when logged.
+#[derive(Debug, Clone)]
+pub struct RequestId {
+    sent: Option<http::HeaderValue>,
+    conn: u64,
+    seq: u64,
+}
+
+impl RequestId {
+    /// The id as logged.
+    pub fn text(&self) -> Cow<'_, str> {
+        match self.sent.as_ref().and_then(|v| v.to_str().ok()) {
+            Some(sent) => Cow::Borrowed(bounded_str(sent)),
+            None => Cow::Owned(format!("mmgate-{:x}-{:x}", self.conn, self.seq)),
+        }
+    }
+}
+
 /// A member value as logged: scalars only (one level of objects when `open`).
 fn scalar(v: &KwargValue, max_len: usize, open: bool) -> Option<serde_json::Value> {
     use serde_json::Value;
@@ -170,20 +187,25 @@ fn scalar(v: &KwargValue, max_len: usize, open: bool) -> Option<serde_json::Valu
 }
 
 fn bounded(s: &str) -> String {
+    bounded_str(s).to_string()
+}
+
+/// `s` up to its first [`MAX_TEXT`] bytes, cut on a character boundary.
+fn bounded_str(s: &str) -> &str {
     if s.len() <= MAX_TEXT {
-        return s.to_string();
+        return s;
     }
     let mut end = MAX_TEXT;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    s[..end].to_string()
+    &s[..end]
 }
 
 /// One offending-request log line (the documented schema).
 #[derive(Serialize)]
 struct LogLine<'a> {
-    ts: String,
+    ts: &'a str,
     event: &'static str,
     route: &'static str,
     path: &'a str,
@@ -193,11 +215,11 @@ struct LogLine<'a> {
     fields: Vec<LogField<'a>>,
     stripped: Vec<&'static str>,
     status: u16,
-    client_addr: String,
+    client_addr: &'a str,
     client: &'a str,
     pool: Option<&'a str>,
     user_agent: Option<&'a str>,
-    request_id: &'a str,
+    request_id: Cow<'a, str>,
 }
 
 #[derive(Serialize)]
@@ -259,42 +281,41 @@ impl Drop for Recorder<'_> {
 pub fn record(metrics: &Metrics, inventory: &Inventory, o: &Outcome) {
     let route = o.route.map_or("ungated", RouteKind::name);
     let mode = o.mode.map_or("none", Mode::name);
+    let r = route_slot(o.route);
+    let (rm, seconds) = (r * slots::MODE + mode_slot(o.mode), o.elapsed.as_secs_f64());
+    let slot = rm * slots::OUTCOME + outcome_slot(o.outcome);
     metrics
         .requests
-        .with_label_values(&[route, mode, o.outcome])
-        .inc();
-    metrics
-        .duration
-        .with_label_values(&[route])
-        .observe(o.elapsed.as_secs_f64());
+        .with(slot, &[route, mode, o.outcome], |c| c.inc());
+    metrics.duration.with(r, &[route], |h| h.observe(seconds));
     if let Some(u) = o.upstream_elapsed {
+        let seconds = u.as_secs_f64();
         metrics
             .upstream_duration
-            .with_label_values(&[route])
-            .observe(u.as_secs_f64());
+            .with(r, &[route], |h| h.observe(seconds));
     }
     if let Some(n) = o.body_bytes {
         metrics.body_bytes.observe(n as f64);
     }
     if let Some(f) = o.would_reject {
+        let slot = rm * slots::FIELD + f as usize;
         metrics
             .offending
-            .with_label_values(&[route, mode, f.name()])
-            .inc();
+            .with(slot, &[route, mode, f.name()], |c| c.inc());
     }
-    for f in &o.stripped {
-        metrics.stripped.with_label_values(&[route, f.name()]).inc();
+    for &f in &o.stripped {
+        let slot = r * slots::FIELD + f as usize;
+        metrics.stripped.with(slot, &[route, f.name()], |c| c.inc());
     }
     record_client(metrics, o);
     if o.would_reject.is_some() || !o.stripped.is_empty() {
-        let ts = rfc3339(SystemTime::now());
+        let ts = rfc3339_now();
         log_line(o, &ts, route, mode);
-        let addr = o.client.to_string();
         inventory.observe(&Observation {
             ts: &ts,
             client: &o.client_id,
-            client_addr: &addr,
-            user_agent: o.user_agent.as_deref(),
+            client_addr: o.client.to_str().unwrap_or_default(),
+            user_agent: user_agent(o),
             route,
             fields: o.fields.iter().map(|(f, k)| (f.name(), &k[..])).collect(),
         });
@@ -308,7 +329,9 @@ fn record_client(metrics: &Metrics, o: &Outcome) {
         .with_label_values(&[&o.client_id, o.outcome])
         .inc();
     if let Some(via) = o.via {
-        metrics.identified.with_label_values(&[via.name()]).inc();
+        metrics
+            .identified
+            .with(via as usize, &[via.name()], |c| c.inc());
     }
     if o.spoofed_header {
         metrics.ignored_client_headers.inc();
@@ -323,6 +346,43 @@ fn record_client(metrics: &Metrics, o: &Outcome) {
             .pool_wait
             .with_label_values(&[pool])
             .observe(w.as_secs_f64());
+    }
+}
+
+/// Every value of [`Outcome::outcome`].
+pub const OUTCOMES: [&str; 7] = [
+    "forwarded",
+    "routed",
+    "stripped",
+    "rejected",
+    "refused",
+    "error",
+    "cancelled",
+];
+
+/// The number of a route (or ungated) among the metrics' series.
+fn route_slot(route: Option<RouteKind>) -> usize {
+    route.map_or(slots::ROUTE - 1, |r| r as usize)
+}
+
+/// The number of an outcome among the metrics' series (one not in [`OUTCOMES`] gets a
+/// number out of range: looked up by its labels).
+fn outcome_slot(outcome: &str) -> usize {
+    OUTCOMES
+        .iter()
+        .position(|x| *x == outcome)
+        .unwrap_or(slots::ROUTE * slots::MODE * slots::OUTCOME)
+}
+
+/// The number of a mode (or none) among the metrics' series.
+fn mode_slot(mode: Option<Mode>) -> usize {
+    match mode {
+        Some(Mode::Pass) => 0,
+        Some(Mode::Shadow) => 1,
+        Some(Mode::Strip) => 2,
+        Some(Mode::Reject) => 3,
+        Some(Mode::Route(_)) => 4,
+        None => 5,
     }
 }
 
@@ -385,7 +445,7 @@ fn log_text(
     mode: &'static str,
 ) -> serde_json::Result<Vec<u8>> {
     let line = LogLine {
-        ts: ts.to_string(),
+        ts,
         event: "offending_request",
         route,
         path: &o.path,
@@ -403,18 +463,54 @@ fn log_text(
             .collect(),
         stripped: o.stripped.iter().map(|f| f.name()).collect(),
         status: o.status,
-        client_addr: o.client.to_string(),
+        client_addr: o.client.to_str().unwrap_or_default(),
         client: &o.client_id,
         pool: o.pool.as_deref(),
-        user_agent: o.user_agent.as_deref(),
-        request_id: &o.request_id,
+        user_agent: user_agent(o),
+        request_id: o.request_id.text(),
     };
     serde_json::to_vec(&line)
+}
+
+/// The client's user agent as logged: text only, bounded.
+fn user_agent(o: &Outcome) -> Option<&str> {
+    let sent = o.user_agent.as_ref()?.to_str().ok()?;
+    Some(bounded_str(sent))
 }
 
 /// Truncates client-supplied text for logs.
 pub fn bound_text(s: &str) -> String {
     bounded(s)
+}
+
+thread_local! {
+    /// The second [`rfc3339_now`] last formatted on this thread, and its text up to the
+    /// milliseconds.
+    static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+}
+
+/// The current time as [`rfc3339`] formats it; the date and time of day are formatted once
+/// per second per thread.
+pub fn rfc3339_now() -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let (secs, ms) = (now.as_secs(), now.subsec_millis());
+    SECOND.with(|second| {
+        let mut second = second.borrow_mut();
+        if second.0 != secs {
+            let mut text = rfc3339(UNIX_EPOCH + Duration::from_secs(secs));
+            text.truncate(text.len() - "000Z".len());
+            *second = (secs, text);
+        }
+        let mut ts = String::with_capacity(second.1.len() + 4);
+        ts.push_str(&second.1);
+        for digit in [ms / 100, ms / 10 % 10, ms % 10] {
+            ts.push(char::from(b'0' + digit as u8));
+        }
+        ts.push('Z');
+        ts
+    })
 }
 
 /// Formats a time as RFC 3339 UTC with milliseconds.
@@ -452,6 +548,32 @@ mod tests {
         assert_eq!(rfc3339(t), "2026-12-02T13:01:55.123Z");
     }
 
+    #[test]
+    fn a_request_id_is_the_clients_text_or_one_made_from_the_numbers() {
+        let id = |sent: Option<&[u8]>| RequestId {
+            sent: sent.map(|s| http::HeaderValue::from_bytes(s).unwrap()),
+            conn: 7,
+            seq: 26,
+        };
+        assert_eq!(id(Some(b"abc")).text(), "abc");
+        assert_eq!(id(None).text(), "mmgate-7-1a");
+        assert_eq!(id(Some(b"caf\xc3\xa9")).text(), "mmgate-7-1a");
+        let long = "x".repeat(MAX_TEXT + 5);
+        assert_eq!(id(Some(long.as_bytes())).text().len(), MAX_TEXT);
+    }
+
+    #[test]
+    fn the_cached_second_gives_the_same_text() {
+        for _ in 0..3 {
+            let before = SystemTime::now();
+            let ts = rfc3339_now();
+            let after = SystemTime::now();
+            // Within the same millisecond as one of the two readings, or between them.
+            assert!(rfc3339(before) <= ts && ts <= rfc3339(after), "{ts}");
+            assert_eq!(ts.len(), "2026-12-02T13:01:55.123Z".len());
+        }
+    }
+
     fn outcome(body: &str, max_len: Option<usize>) -> Outcome {
         let mut o = Outcome {
             route: Some(RouteKind::Chat),
@@ -462,7 +584,7 @@ mod tests {
             fields: Vec::new(),
             values: Vec::new(),
             status: 200,
-            client: "10.0.0.7".parse().unwrap(),
+            client: http::HeaderValue::from_static("10.0.0.7"),
             client_id: "anonymous".into(),
             via: None,
             spoofed_header: false,
@@ -470,7 +592,11 @@ mod tests {
             waited: None,
             refusal: None,
             user_agent: None,
-            request_id: "r".into(),
+            request_id: RequestId {
+                sent: Some(http::HeaderValue::from_static("r")),
+                conn: 1,
+                seq: 1,
+            },
             path: "/v1/chat/completions".into(),
             body_bytes: None,
             elapsed: Duration::ZERO,
@@ -515,7 +641,11 @@ mod tests {
             let o = outcome(r#"{"mm_processor_kwargs":{"a":1}}"#, None);
             for id in ["first", "second"] {
                 let o = Outcome {
-                    request_id: id.into(),
+                    request_id: RequestId {
+                        sent: Some(http::HeaderValue::from_static(id)),
+                        conn: 1,
+                        seq: 1,
+                    },
                     ..o.clone()
                 };
                 log_line(&o, "t", "chat", "shadow");
@@ -536,6 +666,55 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn every_label_combination_has_its_own_series_number() {
+        let routes = RouteKind::ALL.map(Some).into_iter().chain([None]);
+        let modes = [
+            Some(Mode::Pass),
+            Some(Mode::Shadow),
+            Some(Mode::Strip),
+            Some(Mode::Reject),
+            Some(Mode::Route(0)),
+            None,
+        ];
+        let mut seen = std::collections::BTreeSet::new();
+        for r in routes {
+            for m in modes {
+                for o in OUTCOMES {
+                    let slot = (route_slot(r) * slots::MODE + mode_slot(m)) * slots::OUTCOME
+                        + outcome_slot(o);
+                    assert!(slot < slots::ROUTE * slots::MODE * slots::OUTCOME);
+                    assert!(seen.insert(slot), "{r:?} {m:?} {o} shares a series");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn recorded_requests_count_in_the_series_of_their_labels() {
+        let (metrics, inventory) = (Metrics::new(), Inventory::default());
+        let shadow = outcome(r#"{"mm_processor_kwargs":{"a":1}}"#, None);
+        let ungated = Outcome {
+            route: None,
+            mode: None,
+            would_reject: None,
+            outcome: "made-up",
+            ..shadow.clone()
+        };
+        for o in [&shadow, &shadow, &ungated] {
+            record(&metrics, &inventory, o);
+        }
+        let requests = |l: &[&str]| metrics.requests.vec().with_label_values(l).get();
+        assert_eq!(requests(&["chat", "shadow", "forwarded"]), 2);
+        assert_eq!(requests(&["ungated", "none", "made-up"]), 1);
+        assert_eq!(requests(&["chat", "none", "forwarded"]), 0);
+        let offending = metrics.offending.vec();
+        let f = offending.with_label_values(&["chat", "shadow", "mm_processor_kwargs"]);
+        assert_eq!(f.get(), 2);
+        let d = metrics.duration.vec().with_label_values(&["ungated"]);
+        assert_eq!(d.get_sample_count(), 1);
     }
 
     #[test]

@@ -17,7 +17,6 @@
 //! breaks off an upload being streamed through gets a 400 and counts as no upstream error.
 
 use std::future::Future;
-use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -44,6 +43,8 @@ use h1::Failure;
 pub struct Upstream {
     conns: Arc<Conns>,
     authority: http::uri::Authority,
+    /// `Host` for requests that have none: the authority, validated once.
+    host: Option<HeaderValue>,
     response_timeout: Duration,
 }
 
@@ -58,6 +59,7 @@ impl Upstream {
             .unwrap_or_else(|| http::uri::Authority::from_static("127.0.0.1"));
         Upstream {
             conns: Arc::new(conns),
+            host: HeaderValue::from_str(authority.as_str()).ok(),
             authority,
             response_timeout: cfg.response_timeout,
         }
@@ -81,7 +83,7 @@ impl Upstream {
         &self,
         mut parts: http::request::Parts,
         body: Body,
-        client: IpAddr,
+        client: &HeaderValue,
         errors: &IntCounterVec,
     ) -> Result<Response<Body>, GateError> {
         // The connection writes the URI's path and query (origin form); an HTTP/2 client's
@@ -89,8 +91,8 @@ impl Upstream {
         // First: a client's `Connection: host` must not remove the Host set below.
         remove_hop_by_hop(&mut parts.headers);
         if !parts.headers.contains_key(header::HOST) {
-            if let Ok(h) = HeaderValue::from_str(self.authority.as_str()) {
-                parts.headers.insert(header::HOST, h);
+            if let Some(h) = &self.host {
+                parts.headers.insert(header::HOST, h.clone());
             }
         }
         add_forwarded(&mut parts.headers, client);
@@ -325,13 +327,16 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-fn add_forwarded(headers: &mut HeaderMap, client: IpAddr) {
+fn add_forwarded(headers: &mut HeaderMap, client: &HeaderValue) {
     let xff = HeaderName::from_static("x-forwarded-for");
-    let value = match headers.get(&xff).and_then(|v| v.to_str().ok()) {
-        Some(prev) => format!("{prev}, {client}"),
-        None => client.to_string(),
+    let value = match headers.get(&xff) {
+        Some(prev) => {
+            let joined = [prev.as_bytes(), b", ", client.as_bytes()].concat();
+            HeaderValue::from_bytes(&joined).ok()
+        }
+        None => Some(client.clone()),
     };
-    if let Ok(v) = HeaderValue::from_str(&value) {
+    if let Some(v) = value {
         headers.insert(xff, v);
     }
     headers
@@ -409,7 +414,7 @@ mod tests {
     fn forwarded_for_is_appended() {
         let mut h = HeaderMap::new();
         h.insert("x-forwarded-for", HeaderValue::from_static("10.0.0.1"));
-        add_forwarded(&mut h, "127.0.0.1".parse().unwrap());
+        add_forwarded(&mut h, &HeaderValue::from_static("127.0.0.1"));
         assert_eq!(h["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
         assert_eq!(h["x-forwarded-proto"], "http");
     }

@@ -35,11 +35,7 @@ header_ids = ["batch-a", "batch-b"]
 }
 
 fn conn(addr: &str, peer: Option<PeerCertificate>) -> ConnInfo {
-    ConnInfo {
-        id: 1,
-        remote: addr.parse().unwrap(),
-        peer,
-    }
+    ConnInfo::new(1, addr.parse().unwrap(), peer)
 }
 
 fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
