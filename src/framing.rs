@@ -271,9 +271,9 @@ enum Next {
 }
 
 fn parse_head(bytes: &[u8]) -> Parsed {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    match req.parse(bytes) {
+    let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut []);
+    match req.parse_with_uninit_headers(bytes, &mut headers) {
         Ok(httparse::Status::Complete(len)) => Parsed::Complete(len, framing_of(req.headers)),
         Ok(httparse::Status::Partial) => Parsed::Partial,
         Err(_) => Parsed::Refused,

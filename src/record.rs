@@ -12,8 +12,6 @@ use std::cell::RefCell;
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
-
 use crate::classify::RouteKind;
 use crate::decide::Mode;
 use crate::identify::Via;
@@ -21,6 +19,8 @@ use crate::inspect::{Field, Findings, KwargValue};
 use crate::inventory::{Inventory, Observation};
 use crate::listen::ConnInfo;
 use crate::metrics::{slots, Metrics};
+
+mod line;
 
 const MAX_KEYS: usize = 32;
 const MAX_TEXT: usize = 256;
@@ -158,7 +158,13 @@ impl RequestId {
     pub fn text(&self) -> Cow<'_, str> {
         match self.sent.as_ref().and_then(|v| v.to_str().ok()) {
             Some(sent) => Cow::Borrowed(bounded_str(sent)),
-            None => Cow::Owned(format!("mmgate-{:x}-{:x}", self.conn, self.seq)),
+            None => {
+                let mut made = b"mmgate-".to_vec();
+                line::digits(&mut made, self.conn, 16);
+                made.push(b'-');
+                line::digits(&mut made, self.seq, 16);
+                Cow::Owned(String::from_utf8(made).unwrap_or_default())
+            }
         }
     }
 }
@@ -202,35 +208,6 @@ fn bounded_str(s: &str) -> &str {
     &s[..end]
 }
 
-/// One offending-request log line (the documented schema).
-#[derive(Serialize)]
-struct LogLine<'a> {
-    ts: &'a str,
-    event: &'static str,
-    route: &'static str,
-    path: &'a str,
-    mode: &'static str,
-    action: &'static str,
-    param: Option<&'static str>,
-    fields: Vec<LogField<'a>>,
-    stripped: Vec<&'static str>,
-    status: u16,
-    client_addr: &'a str,
-    client: &'a str,
-    pool: Option<&'a str>,
-    user_agent: Option<&'a str>,
-    request_id: Cow<'a, str>,
-}
-
-#[derive(Serialize)]
-struct LogField<'a> {
-    name: &'static str,
-    keys: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    values: Option<&'a serde_json::Map<String, serde_json::Value>>,
-}
-
-/// Records an outcome: metrics always, a log line when vLLM would reject or mmgate stripped.
 /// Records an outcome exactly once: on [`Recorder::finish`], or, when the request is
 /// cancelled before its response (the client went away and the handler was dropped), on
 /// drop as `cancelled` with status 499, so an offending request is never lost from the
@@ -418,9 +395,7 @@ fn flush_with(write: impl FnOnce(&[u8])) {
 }
 
 fn log_line(o: &Outcome, ts: &str, route: &'static str, mode: &'static str) {
-    let Ok(mut text) = log_text(o, ts, route, mode) else {
-        return;
-    };
+    let mut text = line::text(o, ts, route, mode);
     text.push(b'\n');
     let held = BATCH.with(|b| {
         b.borrow_mut().as_mut().map(|held| {
@@ -435,41 +410,6 @@ fn log_line(o: &Outcome, ts: &str, route: &'static str, mode: &'static str) {
             let _ = std::io::stdout().lock().write_all(&text);
         }
     }
-}
-
-/// The offending-request log line, without its newline.
-fn log_text(
-    o: &Outcome,
-    ts: &str,
-    route: &'static str,
-    mode: &'static str,
-) -> serde_json::Result<Vec<u8>> {
-    let line = LogLine {
-        ts,
-        event: "offending_request",
-        route,
-        path: &o.path,
-        mode,
-        action: o.outcome,
-        param: o.would_reject.map(Field::name),
-        fields: o
-            .fields
-            .iter()
-            .map(|(f, keys)| LogField {
-                name: f.name(),
-                keys,
-                values: o.values.iter().find(|(v, _)| v == f).map(|(_, m)| m),
-            })
-            .collect(),
-        stripped: o.stripped.iter().map(|f| f.name()).collect(),
-        status: o.status,
-        client_addr: o.client.to_str().unwrap_or_default(),
-        client: &o.client_id,
-        pool: o.pool.as_deref(),
-        user_agent: user_agent(o),
-        request_id: o.request_id.text(),
-    };
-    serde_json::to_vec(&line)
 }
 
 /// The client's user agent as logged: text only, bounded.
@@ -615,7 +555,7 @@ mod tests {
         let body = r#"{"mm_processor_kwargs":{"max_pixels":1003520,"f":0.5,"s":"ok","long":"xxxxxxxxxx","a":[1],"o":{"x":1},"n":NaN},
             "media_io_kwargs":{"video":{"num_frames":8,"deep":{"a":1}},"image":{"u":[1]}}}"#;
         let line = |o: &Outcome| -> serde_json::Value {
-            serde_json::from_slice(&log_text(o, "t", "chat", "shadow").unwrap()).unwrap()
+            serde_json::from_slice(&line::text(o, "t", "chat", "shadow")).unwrap()
         };
         let off = line(&outcome(body, None));
         assert!(off["fields"][0].get("values").is_none());

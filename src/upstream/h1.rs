@@ -203,9 +203,14 @@ impl Conn {
             if self.buf.is_empty() {
                 return Ok(None);
             }
-            let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut parsed = httparse::Response::new(&mut fields);
-            let len = match parsed.parse(&self.buf) {
+            let mut fields = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+            let mut parsed = httparse::Response::new(&mut []);
+            let config = httparse::ParserConfig::default();
+            let len = match config.parse_response_with_uninit_headers(
+                &mut parsed,
+                &self.buf,
+                &mut fields,
+            ) {
                 Ok(httparse::Status::Complete(len)) => len,
                 Ok(httparse::Status::Partial) => return Ok(None),
                 Err(e) => return Err(protocol(format!("invalid response head: {e}"))),

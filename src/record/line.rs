@@ -1,0 +1,258 @@
+//! The offending-request log line (the documented schema), written straight into bytes.
+//!
+//! Keys and closed labels need no escaping; client text is written as it is when JSON allows
+//! that, else escaped by serde_json (so the bytes are serde_json's either way); the opt-in
+//! member values go through serde_json. The tests hold it to a serde-derived definition of
+//! the schema, byte for byte.
+
+use super::{user_agent, Outcome};
+use crate::inspect::Field;
+
+/// The line for `o`, without its newline.
+pub(super) fn text(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
+    let mut w = Vec::with_capacity(384);
+    w.extend_from_slice(b"{\"ts\":");
+    string(&mut w, ts);
+    w.extend_from_slice(b",\"event\":\"offending_request\",\"route\":");
+    string(&mut w, route);
+    w.extend_from_slice(b",\"path\":");
+    string(&mut w, &o.path);
+    w.extend_from_slice(b",\"mode\":");
+    string(&mut w, mode);
+    w.extend_from_slice(b",\"action\":");
+    string(&mut w, o.outcome);
+    w.extend_from_slice(b",\"param\":");
+    optional(&mut w, o.would_reject.map(Field::name));
+    w.extend_from_slice(b",\"fields\":[");
+    for (i, (field, keys)) in o.fields.iter().enumerate() {
+        if i > 0 {
+            w.push(b',');
+        }
+        w.extend_from_slice(b"{\"name\":");
+        string(&mut w, field.name());
+        w.extend_from_slice(b",\"keys\":");
+        list(&mut w, keys.iter().map(String::as_str));
+        if let Some((_, values)) = o.values.iter().find(|(f, _)| f == field) {
+            w.extend_from_slice(b",\"values\":");
+            // Writing into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut w, values);
+        }
+        w.push(b'}');
+    }
+    w.extend_from_slice(b"],\"stripped\":");
+    list(&mut w, o.stripped.iter().map(|f| f.name()));
+    w.extend_from_slice(b",\"status\":");
+    digits(&mut w, o.status.into(), 10);
+    w.extend_from_slice(b",\"client_addr\":");
+    string(&mut w, o.client.to_str().unwrap_or_default());
+    w.extend_from_slice(b",\"client\":");
+    string(&mut w, &o.client_id);
+    w.extend_from_slice(b",\"pool\":");
+    optional(&mut w, o.pool.as_deref());
+    w.extend_from_slice(b",\"user_agent\":");
+    optional(&mut w, user_agent(o));
+    w.extend_from_slice(b",\"request_id\":");
+    string(&mut w, &o.request_id.text());
+    w.push(b'}');
+    w
+}
+
+/// A JSON string: as it is unless it has a byte JSON requires escaped.
+fn string(w: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        w.reserve(s.len() + 2);
+        w.push(b'"');
+        w.extend_from_slice(s.as_bytes());
+        w.push(b'"');
+    } else {
+        let _ = serde_json::to_writer(&mut *w, s);
+    }
+}
+
+fn optional(w: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => string(w, s),
+        None => w.extend_from_slice(b"null"),
+    }
+}
+
+fn list<'a>(w: &mut Vec<u8>, items: impl Iterator<Item = &'a str>) {
+    w.push(b'[');
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            w.push(b',');
+        }
+        string(w, item);
+    }
+    w.push(b']');
+}
+
+/// `n` in base `radix` (10 or 16, lowercase).
+pub(super) fn digits(w: &mut Vec<u8>, mut n: u64, radix: u64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b"0123456789abcdef"[(n % radix) as usize];
+        n /= radix;
+        if n == 0 {
+            break;
+        }
+    }
+    w.extend_from_slice(&buf[at..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use proptest::prelude::*;
+    use serde::Serialize;
+
+    use super::super::{user_agent, Outcome, RequestId};
+    use super::*;
+    use crate::classify::RouteKind;
+    use crate::decide::Mode;
+
+    /// The documented schema, as serde writes it: the reference the line is held to.
+    #[derive(Serialize)]
+    struct LogLine<'a> {
+        ts: &'a str,
+        event: &'static str,
+        route: &'a str,
+        path: &'a str,
+        mode: &'a str,
+        action: &'static str,
+        param: Option<&'static str>,
+        fields: Vec<LogField<'a>>,
+        stripped: Vec<&'static str>,
+        status: u16,
+        client_addr: &'a str,
+        client: &'a str,
+        pool: Option<&'a str>,
+        user_agent: Option<&'a str>,
+        request_id: Cow<'a, str>,
+    }
+
+    #[derive(Serialize)]
+    struct LogField<'a> {
+        name: &'static str,
+        keys: &'a [String],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        values: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    }
+
+    fn reference(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
+        let line = LogLine {
+            ts,
+            event: "offending_request",
+            route,
+            path: &o.path,
+            mode,
+            action: o.outcome,
+            param: o.would_reject.map(Field::name),
+            fields: o
+                .fields
+                .iter()
+                .map(|(f, keys)| LogField {
+                    name: f.name(),
+                    keys,
+                    values: o.values.iter().find(|(v, _)| v == f).map(|(_, m)| m),
+                })
+                .collect(),
+            stripped: o.stripped.iter().map(|f| f.name()).collect(),
+            status: o.status,
+            client_addr: o.client.to_str().unwrap_or_default(),
+            client: &o.client_id,
+            pool: o.pool.as_deref(),
+            user_agent: user_agent(o),
+            request_id: o.request_id.text(),
+        };
+        serde_json::to_vec(&line).unwrap()
+    }
+
+    fn outcome(text: &str, keys: Vec<String>, status: u16, seq: u64) -> Outcome {
+        let header = http::HeaderValue::from_bytes(text.as_bytes()).ok();
+        Outcome {
+            route: Some(RouteKind::Chat),
+            mode: Some(Mode::Strip),
+            outcome: "stripped",
+            would_reject: Some(Field::MediaIoKwargs),
+            stripped: vec![Field::MmProcessorKwargs, Field::MediaIoKwargs],
+            fields: vec![
+                (Field::MmProcessorKwargs, keys.clone()),
+                (Field::MediaIoKwargs, Vec::new()),
+            ],
+            values: vec![(
+                Field::MmProcessorKwargs,
+                keys.iter()
+                    .map(|k| (k.clone(), serde_json::Value::from(text)))
+                    .collect(),
+            )],
+            status,
+            client: http::HeaderValue::from_static("::1"),
+            client_id: text.into(),
+            via: None,
+            spoofed_header: false,
+            pool: seq.is_multiple_of(2).then(|| text.to_string()),
+            waited: None,
+            refusal: None,
+            user_agent: header.clone(),
+            request_id: RequestId {
+                sent: header.filter(|_| seq.is_multiple_of(3)),
+                conn: seq / 7,
+                seq,
+            },
+            path: text.into(),
+            body_bytes: None,
+            elapsed: std::time::Duration::ZERO,
+            upstream_elapsed: None,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_line_is_serde_jsons_byte_for_byte(
+            text in any::<String>(),
+            keys in prop::collection::vec(any::<String>(), 0..4),
+            status in any::<u16>(),
+            seq in any::<u64>(),
+        ) {
+            let o = outcome(&text, keys, status, seq);
+            prop_assert_eq!(
+                String::from_utf8(text_of(&o)).unwrap(),
+                String::from_utf8(reference(&o, "2026-12-03T10:00:00.000Z", "chat", "strip")).unwrap()
+            );
+        }
+    }
+
+    fn text_of(o: &Outcome) -> Vec<u8> {
+        text(o, "2026-12-03T10:00:00.000Z", "chat", "strip")
+    }
+
+    #[test]
+    fn text_that_json_requires_escaped_is_escaped() {
+        let o = outcome("a\"b\\c\nd\u{1}é", vec!["\u{7f}".into()], 200, 0);
+        assert_eq!(
+            text_of(&o),
+            reference(&o, "2026-12-03T10:00:00.000Z", "chat", "strip")
+        );
+        let parsed: serde_json::Value = serde_json::from_slice(&text_of(&o)).unwrap();
+        assert_eq!(parsed["path"], "a\"b\\c\nd\u{1}é");
+    }
+
+    #[test]
+    fn numbers_in_both_bases() {
+        let mut w = Vec::new();
+        for (n, radix) in [(0, 10), (u64::MAX, 10), (0, 16), (u64::MAX, 16), (305, 16)] {
+            w.clear();
+            digits(&mut w, n, radix);
+            let expected = if radix == 10 {
+                n.to_string()
+            } else {
+                format!("{n:x}")
+            };
+            assert_eq!(w, expected.as_bytes());
+        }
+    }
+}
