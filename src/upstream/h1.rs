@@ -526,7 +526,7 @@ impl Chunked {
                         break;
                     }
                     let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-                    out.push(buf.split_to(n).freeze());
+                    out.take_from(buf, n);
                     self.state = match left - n as u64 {
                         0 => State::DataEnd,
                         rest => State::Data(rest),
@@ -590,52 +590,73 @@ impl Chunked {
     }
 }
 
-/// Decoded chunk data: the first piece as it is (no copy), later ones copied after it.
+/// The chunk data decoded from one read, as one piece. A piece that is all the read has
+/// left, or a large one, is split off the read buffer when it comes first (no copy); small
+/// pieces (a burst of SSE events) are copied together into a buffer sized once, which costs
+/// less than splitting each off.
 #[derive(Default)]
 struct Merged {
     first: Option<Bytes>,
     rest: Option<BytesMut>,
 }
 
+/// Chunk data pieces at least this long, when first in a read, are split off the read
+/// buffer instead of copied.
+const SPLIT_MIN: usize = 4 << 10;
+
 impl Merged {
-    fn push(&mut self, piece: Bytes) {
-        match (&mut self.first, &mut self.rest) {
-            (None, _) => self.first = Some(piece),
-            (Some(first), None) => {
-                let mut all = BytesMut::with_capacity(2 * (first.len() + piece.len()));
-                all.extend_from_slice(first);
-                all.extend_from_slice(&piece);
-                self.rest = Some(all);
-            }
-            (Some(_), Some(all)) => all.extend_from_slice(&piece),
+    /// Moves the first `n` bytes of `buf` to the decoded data.
+    fn take_from(&mut self, buf: &mut BytesMut, n: usize) {
+        if self.first.is_none() && self.rest.is_none() && (n == buf.len() || n >= SPLIT_MIN) {
+            self.first = Some(buf.split_to(n).freeze());
+            return;
         }
+        let first = &mut self.first;
+        let all = self.rest.get_or_insert_with(|| {
+            let before = first.take().unwrap_or_default();
+            let mut all = BytesMut::with_capacity(before.len() + buf.len());
+            all.extend_from_slice(&before);
+            all
+        });
+        all.extend_from_slice(&buf[..n]);
+        buf.advance(n);
     }
 
     fn take(&mut self) -> Option<Bytes> {
-        let first = self.first.take()?;
-        Some(match self.rest.take() {
-            Some(all) => all.freeze(),
-            None => first,
-        })
+        match self.rest.take() {
+            Some(all) => Some(all.freeze()),
+            None => self.first.take(),
+        }
     }
 }
 
-/// The size on a chunk-size line (`HEX [; extensions] CRLF`).
+/// The size on a chunk-size line (`HEX [; extensions] CRLF`), at most 15 hex digits.
 fn chunk_size(line: &[u8]) -> Result<u64, &'static str> {
     let line = line
         .strip_suffix(b"\r\n")
         .ok_or("chunk-size line without CRLF")?;
-    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-    if digits == 0 || digits > 15 {
+    let (mut size, mut digits) = (0u64, 0);
+    for &c in line {
+        let value = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => break,
+        };
+        if digits == 15 {
+            return Err("invalid chunk size");
+        }
+        size = size << 4 | u64::from(value);
+        digits += 1;
+    }
+    if digits == 0 {
         return Err("invalid chunk size");
     }
-    let rest = &line[digits..];
-    let rest = rest.trim_ascii_start();
+    let rest = line[digits..].trim_ascii_start();
     if !rest.is_empty() && rest[0] != b';' {
         return Err("invalid chunk size");
     }
-    let hex = std::str::from_utf8(&line[..digits]).map_err(|_| "invalid chunk size")?;
-    u64::from_str_radix(hex, 16).map_err(|_| "invalid chunk size")
+    Ok(size)
 }
 
 fn push_field(head: &mut Vec<u8>, name: &[u8], value: &[u8]) {

@@ -52,7 +52,11 @@ fn encode(chunks: &[Vec<u8>], ext: bool, trailers: &[(&str, &str)]) -> Vec<u8> {
 proptest! {
     #[test]
     fn chunked_bodies_decode_whatever_the_read_boundaries(
-        chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 0..12),
+        // Small chunks (copied together) and large ones (split off the read buffer).
+        chunks in prop::collection::vec(prop_oneof![
+            4 => prop::collection::vec(any::<u8>(), 0..300),
+            1 => prop::collection::vec(any::<u8>(), SPLIT_MIN..SPLIT_MIN + 600),
+        ], 0..12),
         cuts in prop::collection::vec(any::<usize>(), 0..20),
         ext in any::<bool>(),
         with_trailer in any::<bool>(),
@@ -100,6 +104,27 @@ fn invalid_chunked_bodies_are_errors() {
     }
     let long = vec![b'1'; MAX_LINE + 10];
     assert!(decode_in_pieces(&long, &[]).is_err());
+}
+
+#[test]
+fn chunk_sizes_are_up_to_15_hex_digits_then_extensions() {
+    let cases: &[(&[u8], Option<u64>)] = &[
+        (b"0\r\n", Some(0)),
+        (b"1a\r\n", Some(26)),
+        (b"1A;name=value\r\n", Some(26)),
+        (b"ff ; ext\r\n", Some(255)),
+        (b"fffffffffffffff\r\n", Some(0xfff_ffff_ffff_ffff)),
+        (b"1000000000000000\r\n", None),
+        (b"\r\n", None),
+        (b";ext\r\n", None),
+        (b"g\r\n", None),
+        (b"1 x\r\n", None),
+        (b"1", None),
+    ];
+    for (line, size) in cases {
+        let got = chunk_size(line).ok();
+        assert_eq!(got, *size, "{}", String::from_utf8_lossy(line));
+    }
 }
 
 fn framing(
