@@ -8,6 +8,7 @@
 //! place ([`Snapshot::overflow`]), so a client rotating user agents cannot grow it without
 //! bound. It holds only names the log line already carries: never values, bodies or keys.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::Mutex;
@@ -122,17 +123,24 @@ impl Aggregate {
                 route: o.route.to_string(),
                 field: field.to_string(),
             };
-            if !self.rows.contains_key(&key) && self.rows.len() >= self.cap {
-                self.overflow += 1;
-                continue;
-            }
-            let row = self.rows.entry(key.clone()).or_insert_with(|| Row {
-                key,
-                count: 0,
-                first_seen: o.ts.to_string(),
-                last_seen: o.ts.to_string(),
-                keys: BTreeSet::new(),
-            });
+            let full = self.rows.len() >= self.cap;
+            let row = match self.rows.entry(key) {
+                Entry::Occupied(row) => row.into_mut(),
+                Entry::Vacant(_) if full => {
+                    self.overflow += 1;
+                    continue;
+                }
+                Entry::Vacant(new) => {
+                    let key = new.key().clone();
+                    new.insert(Row {
+                        key,
+                        count: 0,
+                        first_seen: o.ts.to_string(),
+                        last_seen: o.ts.to_string(),
+                        keys: BTreeSet::new(),
+                    })
+                }
+            };
             row.count += 1;
             if o.ts < row.first_seen.as_str() {
                 row.first_seen = o.ts.to_string();
@@ -144,7 +152,9 @@ impl Aggregate {
                 if row.keys.len() >= MAX_ROW_KEYS {
                     break;
                 }
-                row.keys.insert(k.clone());
+                if !row.keys.contains(k) {
+                    row.keys.insert(k.clone());
+                }
             }
         }
     }
