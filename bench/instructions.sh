@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# User-space instructions per request of mmgate (callgrind), one command, loopback only:
+#
+#   bash bench/instructions.sh                     # shadow and pass, 2 KB and SSE
+#   MODES=shadow WORKLOADS=chat_2k bash bench/instructions.sh
+#   MMGATE=/tmp/old-mmgate bash bench/instructions.sh   # measure another build
+#
+# Instruction counts do not depend on what else runs on the machine, so two builds can be
+# compared to within about 0.1% where wall-clock CPU moves by 10–30% (see BENCHMARKS.md).
+# They count mmgate's own work (hyper, tokio, inspection, recording, allocation), not the
+# kernel's: system calls and wake-ups are measured by bench/run.sh.
+#
+# For each mode × workload: mmgate runs under `valgrind --tool=callgrind` in front of
+# examples/fake_vllm; wrk (one thread, 4 connections) warms it for 2 s, the counters are
+# zeroed, wrk runs for DURATION seconds, the counters are dumped, and the instruction total
+# is divided by the requests wrk completed. The five most expensive functions (inclusive)
+# of mmgate's request path are printed under each figure.
+#
+# Env: DURATION (s, 8), MODES (shadow pass), WORKLOADS (chat_2k chat_2k_sse), MMGATE and
+#      FAKE_VLLM (prebuilt binaries; otherwise built), NO_INSTALL=1 (never apt-get).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+DURATION=${DURATION:-8} MODES=${MODES:-shadow pass} WORKLOADS=${WORKLOADS:-chat_2k chat_2k_sse}
+
+log() { printf '[instructions.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+command -v valgrind >/dev/null || need+=(valgrind)
+command -v curl >/dev/null || need+=(curl)
+if ((${#need[@]})); then
+  [ "${NO_INSTALL:-}" = 1 ] && { echo "missing: ${need[*]} (NO_INSTALL=1)" >&2; exit 2; }
+  SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+  log "installing ${need[*]} (apt-get)"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${need[@]}" >/dev/null
+fi
+
+if [ -z "${MMGATE:-}" ] || [ -z "${FAKE_VLLM:-}" ]; then
+  log "cargo build --release --bin mmgate --example fake_vllm"
+  cargo build --release --bin mmgate --example fake_vllm
+fi
+MMGATE=${MMGATE:-$ROOT/target/release/mmgate}
+FAKE_VLLM=${FAKE_VLLM:-$ROOT/target/release/examples/fake_vllm}
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/mmgate-instructions.XXXXXX")
+PIDS=()
+cleanup() {
+  local p
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$W"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+read -r UP PORT ADMIN <<<"$(python3 - <<'PY'
+import socket
+socks = []
+for _ in range(3):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+)"
+python3 bench/bodies.py "$W" >/dev/null
+"$FAKE_VLLM" "127.0.0.1:$UP" 2>"$W/fake_vllm.err" & PIDS+=($!)
+
+wait_http() { # URL
+  for _ in $(seq 300); do
+    curl -s -o /dev/null --max-time 1 "$1" && return 0; sleep 0.1
+  done
+  echo "$1 did not come up; logs in $W" >&2; exit 1
+}
+wait_http "http://127.0.0.1:$UP/health"
+
+requests() { # wrk output -> completed requests
+  sed -n 's/.*requests=\([0-9]*\).*/\1/p'
+}
+
+printf '| mode | workload | requests | instructions / request |\n|---|---|---:|---:|\n' >"$W/table"
+for mode in $MODES; do
+  cat >"$W/policy.toml" <<TOML
+[listen]
+addr = "127.0.0.1:$PORT"
+admin = "127.0.0.1:$ADMIN"
+[upstream]
+url = "http://127.0.0.1:$UP"
+[gate]
+default = "$mode"
+[vllm]
+served_models = ["tiny"]
+discover_models = false
+discover_routes = false
+[reload]
+watch = false
+TOML
+  for workload in $WORKLOADS; do
+    out="$W/callgrind.$mode.$workload"
+    valgrind --tool=callgrind --callgrind-out-file="$out" \
+      "$MMGATE" serve --policy "$W/policy.toml" --drain-seconds 1 >/dev/null 2>"$W/valgrind.err" &
+    vg=$!
+    wait_http "http://127.0.0.1:$ADMIN/readyz"
+    url="http://127.0.0.1:$PORT/v1/chat/completions"
+    wrk -t1 -c4 -d2s -s bench/post.lua "$url" -- "$W/$workload.json" >/dev/null 2>&1
+    callgrind_control -z "$vg" >/dev/null 2>&1
+    n=$(wrk -t1 -c4 -d"${DURATION}s" --timeout 10s -s bench/post.lua "$url" -- "$W/$workload.json" 2>&1 \
+      | requests)
+    callgrind_control -d "$vg" >/dev/null 2>&1
+    kill -TERM "$vg"; wait "$vg" 2>/dev/null || true
+    dump=$(ls "$out".* | head -1)
+    total=$(sed -n 's/^summary: //p' "$dump")
+    per=$((total / n))
+    log "$mode $workload: $n requests, $per instructions per request"
+    printf '| %s | %s | %d | %d |\n' "$mode" "$workload" "$n" "$per" >>"$W/table"
+    echo "$mode $workload — largest parts of a request (inclusive instructions per request):"
+    callgrind_annotate --inclusive=yes --threshold=100 "$dump" 2>/dev/null \
+      | grep -E 'mmgate::(gateway|contract::judge|record::record|upstream::conns::Conns::send)|Conn<I,B,T>::poll_read_head' \
+      | head -6 | sed -E 's/^ *([0-9,]+) \( *[0-9.]+%\) +[^:]*:([^ ]+).*/\1 \2/' \
+      | while read -r count fn; do printf '  %8d  %s\n' $(( ${count//,/} / n )) "$fn"; done
+  done
+done
+echo
+cat "$W/table"
