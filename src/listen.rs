@@ -35,8 +35,8 @@ pub struct ConnInfo {
     pub id: u64,
     /// The client's address.
     pub remote: SocketAddr,
-    /// The client's IP address as text (`X-Forwarded-For`, logs), formatted once.
-    pub remote_ip: http::HeaderValue,
+    /// `remote`'s IP address as text, formatted once ([`ConnInfo::remote_ip`]).
+    remote_ip: http::HeaderValue,
     /// The verified client certificate's identity (mTLS); filled in by a TLS listener,
     /// `None` on plain TCP.
     pub peer: Option<PeerCertificate>,
@@ -52,6 +52,11 @@ impl ConnInfo {
             remote_ip: http::HeaderValue::from_str(&ip).expect("an IP address is a header value"),
             peer,
         }
+    }
+
+    /// The client's IP address as text (`X-Forwarded-For`, logs).
+    pub fn remote_ip(&self) -> &http::HeaderValue {
+        &self.remote_ip
     }
 }
 

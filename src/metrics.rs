@@ -24,7 +24,7 @@ pub mod slots {
     /// Outcomes ([`crate::record::OUTCOMES`]).
     pub const OUTCOME: usize = crate::record::OUTCOMES.len();
     /// Gated fields.
-    pub const FIELD: usize = 2;
+    pub const FIELD: usize = crate::inspect::Field::ALL.len();
     /// Ways a client is identified.
     pub const VIA: usize = 4;
 }
@@ -262,9 +262,9 @@ impl<V: Labelled> Series<V> {
     }
 
     /// Applies `f` to the series numbered `slot`, whose label values are always `labels`
-    /// (a number out of range is looked up by its labels each time).
-    pub fn with(&self, slot: usize, labels: &[&str], f: impl FnOnce(&V::M)) {
-        match self.slots.get(slot) {
+    /// (a series without a number, or with one out of range, is looked up by its labels).
+    pub fn with(&self, slot: Option<usize>, labels: &[&str], f: impl FnOnce(&V::M)) {
+        match slot.and_then(|n| self.slots.get(n)) {
             Some(s) => f(s.get_or_init(|| self.vec.resolve(labels))),
             None => f(&self.vec.resolve(labels)),
         }

@@ -18,9 +18,12 @@ use crate::identify::Via;
 use crate::inspect::{Field, Findings, KwargValue};
 use crate::inventory::{Inventory, Observation};
 use crate::listen::ConnInfo;
-use crate::metrics::{slots, Metrics};
+use crate::metrics::Metrics;
 
 mod line;
+mod series;
+
+pub use series::OUTCOMES;
 
 const MAX_KEYS: usize = 32;
 const MAX_TEXT: usize = 256;
@@ -45,7 +48,7 @@ pub struct Outcome {
     /// The response status.
     pub status: u16,
     /// The client's IP address.
-    pub client: http::HeaderValue,
+    pub client_addr: http::HeaderValue,
     /// The client's policy name, or `anonymous` (never a key or a header value).
     pub client_id: String,
     /// How the client was identified (unset when identification failed).
@@ -85,7 +88,7 @@ impl Outcome {
             fields: Vec::new(),
             values: Vec::new(),
             status: 0,
-            client: conn.remote_ip.clone(),
+            client_addr: conn.remote_ip().clone(),
             client_id: "anonymous".into(),
             via: None,
             spoofed_header: false,
@@ -98,7 +101,7 @@ impl Outcome {
                 conn: conn.id,
                 seq,
             },
-            path: bound_text(path),
+            path: bounded(path),
             body_bytes: None,
             elapsed: Duration::ZERO,
             upstream_elapsed: None,
@@ -160,10 +163,10 @@ impl RequestId {
             Some(sent) => Cow::Borrowed(bounded_str(sent)),
             None => {
                 let mut made = b"mmgate-".to_vec();
-                line::digits(&mut made, self.conn, 16);
+                line::hex(&mut made, self.conn);
                 made.push(b'-');
-                line::digits(&mut made, self.seq, 16);
-                Cow::Owned(String::from_utf8(made).unwrap_or_default())
+                line::hex(&mut made, self.seq);
+                Cow::Owned(String::from_utf8(made).expect("ASCII"))
             }
         }
     }
@@ -192,6 +195,7 @@ fn scalar(v: &KwargValue, max_len: usize, open: bool) -> Option<serde_json::Valu
     }
 }
 
+/// Client text for the log, owned and bounded ([`bounded_str`]).
 fn bounded(s: &str) -> String {
     bounded_str(s).to_string()
 }
@@ -258,30 +262,32 @@ impl Drop for Recorder<'_> {
 pub fn record(metrics: &Metrics, inventory: &Inventory, o: &Outcome) {
     let route = o.route.map_or("ungated", RouteKind::name);
     let mode = o.mode.map_or("none", Mode::name);
-    let r = route_slot(o.route);
-    let (rm, seconds) = (r * slots::MODE + mode_slot(o.mode), o.elapsed.as_secs_f64());
-    let slot = rm * slots::OUTCOME + outcome_slot(o.outcome);
+    let r = series::route(o.route);
+    let slot = series::requests(o.route, o.mode, o.outcome);
     metrics
         .requests
         .with(slot, &[route, mode, o.outcome], |c| c.inc());
-    metrics.duration.with(r, &[route], |h| h.observe(seconds));
+    let seconds = o.elapsed.as_secs_f64();
+    metrics
+        .duration
+        .with(Some(r), &[route], |h| h.observe(seconds));
     if let Some(u) = o.upstream_elapsed {
         let seconds = u.as_secs_f64();
         metrics
             .upstream_duration
-            .with(r, &[route], |h| h.observe(seconds));
+            .with(Some(r), &[route], |h| h.observe(seconds));
     }
     if let Some(n) = o.body_bytes {
         metrics.body_bytes.observe(n as f64);
     }
     if let Some(f) = o.would_reject {
-        let slot = rm * slots::FIELD + f as usize;
+        let slot = Some(series::offending(o.route, o.mode, f));
         metrics
             .offending
             .with(slot, &[route, mode, f.name()], |c| c.inc());
     }
     for &f in &o.stripped {
-        let slot = r * slots::FIELD + f as usize;
+        let slot = Some(series::stripped(o.route, f));
         metrics.stripped.with(slot, &[route, f.name()], |c| c.inc());
     }
     record_client(metrics, o);
@@ -291,7 +297,7 @@ pub fn record(metrics: &Metrics, inventory: &Inventory, o: &Outcome) {
         inventory.observe(&Observation {
             ts: &ts,
             client: &o.client_id,
-            client_addr: o.client.to_str().unwrap_or_default(),
+            client_addr: o.client_addr.to_str().unwrap_or_default(),
             user_agent: user_agent(o),
             route,
             fields: o.fields.iter().map(|(f, k)| (f.name(), &k[..])).collect(),
@@ -308,7 +314,7 @@ fn record_client(metrics: &Metrics, o: &Outcome) {
     if let Some(via) = o.via {
         metrics
             .identified
-            .with(via as usize, &[via.name()], |c| c.inc());
+            .with(Some(series::via(via)), &[via.name()], |c| c.inc());
     }
     if o.spoofed_header {
         metrics.ignored_client_headers.inc();
@@ -323,43 +329,6 @@ fn record_client(metrics: &Metrics, o: &Outcome) {
             .pool_wait
             .with_label_values(&[pool])
             .observe(w.as_secs_f64());
-    }
-}
-
-/// Every value of [`Outcome::outcome`].
-pub const OUTCOMES: [&str; 7] = [
-    "forwarded",
-    "routed",
-    "stripped",
-    "rejected",
-    "refused",
-    "error",
-    "cancelled",
-];
-
-/// The number of a route (or ungated) among the metrics' series.
-fn route_slot(route: Option<RouteKind>) -> usize {
-    route.map_or(slots::ROUTE - 1, |r| r as usize)
-}
-
-/// The number of an outcome among the metrics' series (one not in [`OUTCOMES`] gets a
-/// number out of range: looked up by its labels).
-fn outcome_slot(outcome: &str) -> usize {
-    OUTCOMES
-        .iter()
-        .position(|x| *x == outcome)
-        .unwrap_or(slots::ROUTE * slots::MODE * slots::OUTCOME)
-}
-
-/// The number of a mode (or none) among the metrics' series.
-fn mode_slot(mode: Option<Mode>) -> usize {
-    match mode {
-        Some(Mode::Pass) => 0,
-        Some(Mode::Shadow) => 1,
-        Some(Mode::Strip) => 2,
-        Some(Mode::Reject) => 3,
-        Some(Mode::Route(_)) => 4,
-        None => 5,
     }
 }
 
@@ -416,11 +385,6 @@ fn log_line(o: &Outcome, ts: &str, route: &'static str, mode: &'static str) {
 fn user_agent(o: &Outcome) -> Option<&str> {
     let sent = o.user_agent.as_ref()?.to_str().ok()?;
     Some(bounded_str(sent))
-}
-
-/// Truncates client-supplied text for logs.
-pub fn bound_text(s: &str) -> String {
-    bounded(s)
 }
 
 thread_local! {
@@ -524,7 +488,7 @@ mod tests {
             fields: Vec::new(),
             values: Vec::new(),
             status: 200,
-            client: http::HeaderValue::from_static("10.0.0.7"),
+            client_addr: http::HeaderValue::from_static("10.0.0.7"),
             client_id: "anonymous".into(),
             via: None,
             spoofed_header: false,
@@ -609,30 +573,6 @@ mod tests {
     }
 
     #[test]
-    fn every_label_combination_has_its_own_series_number() {
-        let routes = RouteKind::ALL.map(Some).into_iter().chain([None]);
-        let modes = [
-            Some(Mode::Pass),
-            Some(Mode::Shadow),
-            Some(Mode::Strip),
-            Some(Mode::Reject),
-            Some(Mode::Route(0)),
-            None,
-        ];
-        let mut seen = std::collections::BTreeSet::new();
-        for r in routes {
-            for m in modes {
-                for o in OUTCOMES {
-                    let slot = (route_slot(r) * slots::MODE + mode_slot(m)) * slots::OUTCOME
-                        + outcome_slot(o);
-                    assert!(slot < slots::ROUTE * slots::MODE * slots::OUTCOME);
-                    assert!(seen.insert(slot), "{r:?} {m:?} {o} shares a series");
-                }
-            }
-        }
-    }
-
-    #[test]
     fn recorded_requests_count_in_the_series_of_their_labels() {
         let (metrics, inventory) = (Metrics::new(), Inventory::default());
         let shadow = outcome(r#"{"mm_processor_kwargs":{"a":1}}"#, None);
@@ -660,7 +600,7 @@ mod tests {
     #[test]
     fn long_text_is_bounded_on_a_char_boundary() {
         let s = "é".repeat(300);
-        let b = bound_text(&s);
+        let b = bounded(&s);
         assert!(b.len() <= MAX_TEXT && s.starts_with(&b));
     }
 }

@@ -340,7 +340,8 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
 
 fn add_forwarded(headers: &mut HeaderMap, client: &HeaderValue) {
     let xff = HeaderName::from_static("x-forwarded-for");
-    let value = match headers.get(&xff) {
+    // A previous value that is not text is replaced, not extended.
+    let value = match headers.get(&xff).filter(|prev| prev.to_str().is_ok()) {
         Some(prev) => {
             let joined = [prev.as_bytes(), b", ", client.as_bytes()].concat();
             HeaderValue::from_bytes(&joined).ok()
@@ -428,5 +429,9 @@ mod tests {
         add_forwarded(&mut h, &HeaderValue::from_static("127.0.0.1"));
         assert_eq!(h["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
         assert_eq!(h["x-forwarded-proto"], "http");
+        let opaque = HeaderValue::from_bytes(b"10.0.0.1, caf\xe9").unwrap();
+        h.insert("x-forwarded-for", opaque);
+        add_forwarded(&mut h, &HeaderValue::from_static("127.0.0.1"));
+        assert_eq!(h["x-forwarded-for"], "127.0.0.1");
     }
 }

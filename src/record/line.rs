@@ -44,7 +44,7 @@ pub(super) fn text(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
     w.extend_from_slice(b",\"status\":");
     digits(&mut w, o.status.into(), 10);
     w.extend_from_slice(b",\"client_addr\":");
-    string(&mut w, o.client.to_str().unwrap_or_default());
+    string(&mut w, o.client_addr.to_str().unwrap_or_default());
     w.extend_from_slice(b",\"client\":");
     string(&mut w, &o.client_id);
     w.extend_from_slice(b",\"pool\":");
@@ -87,8 +87,14 @@ fn list<'a>(w: &mut Vec<u8>, items: impl Iterator<Item = &'a str>) {
     w.push(b']');
 }
 
-/// `n` in base `radix` (10 or 16, lowercase).
-pub(super) fn digits(w: &mut Vec<u8>, mut n: u64, radix: u64) {
+/// `n` in lowercase hexadecimal.
+pub(super) fn hex(w: &mut Vec<u8>, n: u64) {
+    digits(w, n, 16);
+}
+
+/// `n` in base `radix`, which is 10 or 16 (20 digits hold any `u64` in either).
+fn digits(w: &mut Vec<u8>, mut n: u64, radix: u64) {
+    debug_assert!(radix == 10 || radix == 16);
     let mut buf = [0u8; 20];
     let mut at = buf.len();
     loop {
@@ -162,7 +168,7 @@ mod tests {
                 .collect(),
             stripped: o.stripped.iter().map(|f| f.name()).collect(),
             status: o.status,
-            client_addr: o.client.to_str().unwrap_or_default(),
+            client_addr: o.client_addr.to_str().unwrap_or_default(),
             client: &o.client_id,
             pool: o.pool.as_deref(),
             user_agent: user_agent(o),
@@ -190,7 +196,7 @@ mod tests {
                     .collect(),
             )],
             status,
-            client: http::HeaderValue::from_static("::1"),
+            client_addr: http::HeaderValue::from_static("::1"),
             client_id: text.into(),
             via: None,
             spoofed_header: false,
@@ -214,11 +220,27 @@ mod tests {
         #[test]
         fn the_line_is_serde_jsons_byte_for_byte(
             text in any::<String>(),
+            // Header values (user agent, request id) are visible ASCII, tabs and spaces,
+            // up to and beyond the bound.
+            sent in "[ -~\t]{0,300}",
             keys in prop::collection::vec(any::<String>(), 0..4),
             status in any::<u16>(),
             seq in any::<u64>(),
         ) {
-            let o = outcome(&text, keys, status, seq);
+            let mut o = outcome(&text, keys, status, seq);
+            let sent = http::HeaderValue::from_str(&sent).unwrap();
+            o.user_agent = Some(sent.clone());
+            o.request_id.sent = seq.is_multiple_of(3).then(|| sent.clone());
+            // Bounding and the made id, checked independently of the code under test.
+            let line: serde_json::Value = serde_json::from_slice(&text_of(&o)).unwrap();
+            let bounded = &sent.to_str().unwrap()[..sent.len().min(super::super::MAX_TEXT)];
+            prop_assert_eq!(line["user_agent"].as_str(), Some(bounded));
+            let id = if seq.is_multiple_of(3) {
+                bounded.to_string()
+            } else {
+                format!("mmgate-{:x}-{seq:x}", seq / 7)
+            };
+            prop_assert_eq!(line["request_id"].as_str(), Some(id.as_str()));
             prop_assert_eq!(
                 String::from_utf8(text_of(&o)).unwrap(),
                 String::from_utf8(reference(&o, "2026-12-03T10:00:00.000Z", "chat", "strip")).unwrap()
