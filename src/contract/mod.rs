@@ -176,7 +176,7 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
     if f.facts.surrogate_key {
         return Some(Invalid::KeyNotUnicode);
     }
-    if let Some(field) = types::first_error(route_fields(route), f) {
+    if let Some(field) = route_declared(route).first_error(f) {
         return Some(Invalid::FieldType {
             field,
             expected: "of the type vLLM declares",
@@ -214,19 +214,33 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
 }
 
 /// The generated pydantic field table of a route.
-fn route_fields(route: RouteKind) -> &'static [types::FieldTy] {
+/// The fields the route's pydantic model declares, indexed once ([`types::Declared`]).
+fn route_declared(route: RouteKind) -> &'static types::Declared {
+    use std::sync::LazyLock;
+    use types::Declared;
+    static CHAT: LazyLock<Declared> = LazyLock::new(|| Declared::new(fields::CHAT));
+    static CHAT_BATCH: LazyLock<Declared> = LazyLock::new(|| Declared::new(fields::CHAT_BATCH));
+    static COMPLETION: LazyLock<Declared> = LazyLock::new(|| Declared::new(fields::COMPLETION));
+    static RESPONSES: LazyLock<Declared> = LazyLock::new(|| Declared::new(fields::RESPONSES));
+    static TOKENIZE: LazyLock<Declared> = LazyLock::new(|| Declared::new(fields::TOKENIZE));
+    static EMBEDDINGS: LazyLock<Declared> = LazyLock::new(|| Declared::new(fields::EMBEDDINGS));
+    static POOLING: LazyLock<Declared> = LazyLock::new(|| Declared::new(fields::POOLING));
+    static SCORE: LazyLock<Declared> = LazyLock::new(|| Declared::new(fields::SCORE));
+    static RERANK: LazyLock<Declared> = LazyLock::new(|| Declared::new(fields::RERANK));
+    static CLASSIFY: LazyLock<Declared> = LazyLock::new(|| Declared::new(fields::CLASSIFY));
+    static NONE: LazyLock<Declared> = LazyLock::new(|| Declared::new(&[]));
     match route {
-        RouteKind::Chat | RouteKind::ChatRender => fields::CHAT,
-        RouteKind::ChatBatch => fields::CHAT_BATCH,
-        RouteKind::Completions | RouteKind::CompletionsRender => fields::COMPLETION,
-        RouteKind::Responses | RouteKind::ResponsesRender => fields::RESPONSES,
-        RouteKind::Tokenize => fields::TOKENIZE,
-        RouteKind::Embeddings => fields::EMBEDDINGS,
-        RouteKind::Pooling => fields::POOLING,
-        RouteKind::Score => fields::SCORE,
-        RouteKind::Rerank => fields::RERANK,
-        RouteKind::Classify => fields::CLASSIFY,
-        RouteKind::Invocations => &[],
+        RouteKind::Chat | RouteKind::ChatRender => &CHAT,
+        RouteKind::ChatBatch => &CHAT_BATCH,
+        RouteKind::Completions | RouteKind::CompletionsRender => &COMPLETION,
+        RouteKind::Responses | RouteKind::ResponsesRender => &RESPONSES,
+        RouteKind::Tokenize => &TOKENIZE,
+        RouteKind::Embeddings => &EMBEDDINGS,
+        RouteKind::Pooling => &POOLING,
+        RouteKind::Score => &SCORE,
+        RouteKind::Rerank => &RERANK,
+        RouteKind::Classify => &CLASSIFY,
+        RouteKind::Invocations => &NONE,
     }
 }
 
