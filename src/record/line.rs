@@ -59,7 +59,7 @@ pub(super) fn text(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
 
 /// A JSON string: as it is unless it has a byte JSON requires escaped.
 fn string(w: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    if !needs_escape(s.as_bytes()) {
         w.reserve(s.len() + 2);
         w.push(b'"');
         w.extend_from_slice(s.as_bytes());
@@ -67,6 +67,26 @@ fn string(w: &mut Vec<u8>, s: &str) {
     } else {
         let _ = serde_json::to_writer(&mut *w, s);
     }
+}
+
+/// Whether `s` has a control character, `"` or `\\`: eight bytes at a time, with the
+/// exact "has a byte below n" and "has a zero byte" word tests (Bit Twiddling Hacks).
+fn needs_escape(s: &[u8]) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH != 0;
+    let has = |x: u64, byte: u8| below(x ^ (ONES * u64::from(byte)), 1);
+    let mut words = s.chunks_exact(8);
+    for word in &mut words {
+        let x = u64::from_ne_bytes(word.try_into().expect("eight bytes"));
+        if below(x, 0x20) || has(x, b'"') || has(x, b'\\') {
+            return true;
+        }
+    }
+    words
+        .remainder()
+        .iter()
+        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 fn optional(w: &mut Vec<u8>, s: Option<&str>) {
@@ -261,6 +281,27 @@ mod tests {
         );
         let parsed: serde_json::Value = serde_json::from_slice(&text_of(&o)).unwrap();
         assert_eq!(parsed["path"], "a\"b\\c\nd\u{1}é");
+    }
+
+    #[test]
+    fn escaping_is_needed_exactly_for_control_characters_quotes_and_backslashes() {
+        let definition = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+        for len in [1, 7, 8, 9, 16, 17, 24] {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    // Every other byte is one that needs no escaping, low and high.
+                    let mut text: Vec<u8> =
+                        (0..len).map(|i| [b'a', 0x7f, 0xc3, b' '][i % 4]).collect();
+                    text[at] = b;
+                    assert_eq!(
+                        needs_escape(&text),
+                        definition(b),
+                        "{b:#x} at {at} of {len}"
+                    );
+                }
+            }
+        }
+        assert!(!needs_escape(b""));
     }
 
     #[test]
