@@ -65,6 +65,14 @@ impl http_body::Body for Tracked {
     }
 }
 
+/// The body length a request declares in `Content-Length`, if it declares a valid one.
+pub(crate) fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
+    headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
 /// Collects a body into one buffer, failing once it grows past `limit`. A body that arrives
 /// as one frame is taken without a copy; otherwise the buffer is sized from `hint`.
 pub(crate) async fn collect_limited(

@@ -287,11 +287,7 @@ fn framing_of(headers: &[httparse::Header<'_>]) -> Next {
         if h.name.eq_ignore_ascii_case("transfer-encoding") {
             te = true;
             // Only the last coding of the last header counts.
-            chunked = h
-                .value
-                .rsplit(|&c| c == b',')
-                .next()
-                .is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            chunked = ends_chunked(h.value);
         } else if h.name.eq_ignore_ascii_case("content-length") {
             let Some(n) = digits(h.value) else {
                 return Next::Refused;
@@ -308,6 +304,14 @@ fn framing_of(headers: &[httparse::Header<'_>]) -> Next {
         (true, None) => Next::Refused,
         (false, n) => Next::Body(n.unwrap_or(0)),
     }
+}
+
+/// Whether a `Transfer-Encoding` value's last coding is `chunked` (RFC 9112 §6.3).
+pub(crate) fn ends_chunked(value: &[u8]) -> bool {
+    value
+        .rsplit(|&c| c == b',')
+        .next()
+        .is_some_and(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
 }
 
 fn digits(value: &[u8]) -> Option<u64> {

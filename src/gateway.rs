@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response};
 use tokio::time::Instant;
 
-use crate::body::{collect_limited, Held, InFlight, Tracked};
+use crate::body::{collect_limited, declared_length, Held, InFlight, Tracked};
 use crate::classify::{classify, Route, RouteKind};
 use crate::config::{Config, PoolId};
 use crate::contract::{judge, UpstreamFacts, Verdict};
@@ -406,14 +406,6 @@ impl Gateway {
             ))),
         }
     }
-}
-
-/// The body length a request declares in `Content-Length`, if it declares a valid one.
-fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
 }
 
 fn stripped_header(fields: &[Field]) -> HeaderValue {

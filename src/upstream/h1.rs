@@ -93,7 +93,7 @@ impl Conn {
         let declared = body
             .size_hint()
             .exact()
-            .or_else(|| content_length(&parts.headers));
+            .or_else(|| crate::body::declared_length(&parts.headers));
         let chunked = declared.is_none() && !body.is_end_stream();
         let mut head = Vec::with_capacity(512);
         head.extend_from_slice(parts.method.as_str().as_bytes());
@@ -287,11 +287,7 @@ impl Framing {
             .iter()
             .next_back()
         {
-            let chunked = last
-                .as_bytes()
-                .rsplit(|b| *b == b',')
-                .next()
-                .is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            let chunked = crate::framing::ends_chunked(last.as_bytes());
             // With both, Transfer-Encoding wins and the connection is not reused (RFC 9112 §6.3).
             let reuse = keep_alive && !headers.contains_key(header::CONTENT_LENGTH);
             return Ok(match chunked {
@@ -672,13 +668,6 @@ fn bodiless(method: &Method) -> bool {
         *method,
         Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS | Method::TRACE
     )
-}
-
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
 }
 
 /// Writes every buffer in `out` (then empties it), with as few system calls as it takes.
