@@ -66,6 +66,7 @@ impl http_body::Body for Tracked {
 }
 
 /// The body length a request declares in `Content-Length`, if it declares a valid one.
+#[inline]
 pub(crate) fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
     headers
         .get(http::header::CONTENT_LENGTH)

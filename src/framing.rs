@@ -307,6 +307,7 @@ fn framing_of(headers: &[httparse::Header<'_>]) -> Next {
 }
 
 /// Whether a `Transfer-Encoding` value's last coding is `chunked` (RFC 9112 §6.3).
+#[inline]
 pub(crate) fn ends_chunked(value: &[u8]) -> bool {
     value
         .rsplit(|&c| c == b',')
