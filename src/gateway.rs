@@ -19,7 +19,7 @@ use crate::contract::{judge, UpstreamFacts, Verdict};
 use crate::decide::{decide_for, Action, ClientView, Mode};
 use crate::error::GateError;
 use crate::framing::AmbiguousFraming;
-use crate::identify::{ClientId, Identifier};
+use crate::identify::{ClientId, Identifier, ANONYMOUS};
 use crate::inspect::Field;
 use crate::inventory::Inventory;
 use crate::limits::{check_values, Limits, RateClock};
@@ -82,7 +82,7 @@ impl Gateway {
             .pools
             .iter()
             .enumerate()
-            .map(|(i, p)| Pool::succeed(i, p, self.pools.iter().find(|o| o.name == p.name)))
+            .map(|(i, p)| Pool::succeed(i, p, self.pools.iter().find(|o| *o.name == *p.name)))
             .collect();
         let old = self.facts.load();
         let mut facts = config.vllm.facts.clone();
@@ -190,8 +190,8 @@ impl Gateway {
         outcome.via = Some(who.via);
         outcome.spoofed_header = who.spoofed_header;
         outcome.client_id = match who.client {
-            ClientId::Named(i) => self.config.clients[i].name.clone(),
-            ClientId::Anonymous => "anonymous".into(),
+            ClientId::Named(i) => self.config.clients[i].name.clone().into(),
+            ClientId::Anonymous => ANONYMOUS.into(),
         };
         if who.spoofed_header {
             if let Some(h) = self.identifier.client_header() {
@@ -363,7 +363,7 @@ impl Gateway {
         outcome.pool = Some(pool.name.clone());
         if !pool.available() {
             return Err(pool.pick().err().unwrap_or(GateError::PoolUnavailable {
-                pool: pool.name.clone(),
+                pool: pool.name.to_string(),
                 members: pool.members().len(),
             }));
         }

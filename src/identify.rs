@@ -56,6 +56,10 @@ impl Via {
     }
 }
 
+/// The client name of requests from clients the policy does not name (in metrics, logs
+/// and the inventory; reserved in policies).
+pub const ANONYMOUS: &str = "anonymous";
+
 /// The client a request comes from: an index into the policy's clients, or anonymous.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientId {

@@ -110,7 +110,7 @@ impl Aggregate {
 
     /// Counts one offending request (one row per field).
     pub fn add(&mut self, o: &Observation<'_>) {
-        let named = o.client != "anonymous";
+        let named = o.client != crate::identify::ANONYMOUS;
         for (field, keys) in &o.fields {
             let key = RowKey {
                 client: o.client.to_string(),

@@ -35,8 +35,8 @@ impl Drop for MemberGuard {
 pub struct Pool {
     /// Its index in the policy.
     pub id: PoolId,
-    /// Its name (a metrics label).
-    pub name: String,
+    /// Its name (a metrics label; shared, so each request's record takes it without a copy).
+    pub name: Arc<str>,
     /// Members run `--trust-request-mm-kwargs`.
     pub trusted: bool,
     /// Largest gated body it accepts.
@@ -65,7 +65,7 @@ impl Pool {
         };
         Pool {
             id,
-            name: cfg.name.clone(),
+            name: cfg.name.as_str().into(),
             trusted: cfg.trusted,
             max_body_bytes: cfg.max_body_bytes,
             values: cfg.values.clone(),
@@ -122,7 +122,7 @@ impl Pool {
         };
         let Some(member) = chosen else {
             return Err(GateError::PoolUnavailable {
-                pool: self.name.clone(),
+                pool: self.name.to_string(),
                 members: n,
             });
         };

@@ -10,11 +10,12 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::classify::RouteKind;
 use crate::decide::Mode;
-use crate::identify::Via;
+use crate::identify::{Via, ANONYMOUS};
 use crate::inspect::{Field, Findings, KwargValue};
 use crate::inventory::{Inventory, Observation};
 use crate::listen::ConnInfo;
@@ -50,13 +51,13 @@ pub struct Outcome {
     /// The client's IP address.
     pub client_addr: http::HeaderValue,
     /// The client's policy name, or `anonymous` (never a key or a header value).
-    pub client_id: String,
+    pub client_id: Cow<'static, str>,
     /// How the client was identified (unset when identification failed).
     pub via: Option<Via>,
     /// A client header from outside the trusted networks was ignored.
     pub spoofed_header: bool,
     /// The pool the request was sent to (or refused by).
-    pub pool: Option<String>,
+    pub pool: Option<Arc<str>>,
     /// Time waited for permits, when admitted.
     pub waited: Option<Duration>,
     /// Why mmgate refused it (a closed label), if it did.
@@ -89,7 +90,7 @@ impl Outcome {
             values: Vec::new(),
             status: 0,
             client_addr: conn.remote_ip().clone(),
-            client_id: "anonymous".into(),
+            client_id: ANONYMOUS.into(),
             via: None,
             spoofed_header: false,
             pool: None,

@@ -9,6 +9,7 @@ use std::io::BufRead;
 
 use serde::Deserialize;
 
+use crate::identify::ANONYMOUS;
 use crate::inventory::{Aggregate, Observation, Snapshot};
 
 /// One gated field of a log line.
@@ -48,15 +49,15 @@ pub struct Entry {
 }
 
 fn anonymous() -> String {
-    "anonymous".into()
+    ANONYMOUS.into()
 }
 
 impl Entry {
     /// The client as one label: its name, or `address (user agent)` when anonymous.
     pub fn client_label(&self) -> String {
         match (&self.client[..], &self.user_agent) {
-            ("anonymous", Some(ua)) => format!("{} ({ua})", self.client_addr),
-            ("anonymous", None) => self.client_addr.clone(),
+            (ANONYMOUS, Some(ua)) => format!("{} ({ua})", self.client_addr),
+            (ANONYMOUS, None) => self.client_addr.clone(),
             (name, _) => name.to_string(),
         }
     }

@@ -143,7 +143,7 @@ pub(super) fn clients(
 ) -> Vec<ClientConfig> {
     let mut out: Vec<ClientConfig> = Vec::new();
     for (name, c) in s.named(p) {
-        if name == "anonymous" {
+        if name == crate::identify::ANONYMOUS {
             p.add(
                 c.path(),
                 "\"anonymous\" is reserved for clients without credentials",
