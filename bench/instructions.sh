@@ -25,18 +25,8 @@ DURATION=${DURATION:-8} MODES=${MODES:-shadow pass} WORKLOADS=${WORKLOADS:-chat_
 
 log() { printf '[instructions.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-need=()
-command -v wrk >/dev/null || need+=(wrk)
-command -v valgrind >/dev/null || need+=(valgrind)
-command -v curl >/dev/null || need+=(curl)
-if ((${#need[@]})); then
-  [ "${NO_INSTALL:-}" = 1 ] && { echo "missing: ${need[*]} (NO_INSTALL=1)" >&2; exit 2; }
-  SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
-  log "installing ${need[*]} (apt-get)"
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${need[@]}" >/dev/null
-fi
+source bench/common.sh
+install_missing wrk valgrind curl
 
 if [ -z "${MMGATE:-}" ] || [ -z "${FAKE_VLLM:-}" ]; then
   log "cargo build --release --bin mmgate --example fake_vllm"
@@ -56,23 +46,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-read -r UP PORT ADMIN <<<"$(python3 - <<'PY'
-import socket
-socks = []
-for _ in range(3):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
-)"
+read -r UP PORT ADMIN <<<"$(free_ports 3)"
 python3 bench/bodies.py "$W" >/dev/null
 "$FAKE_VLLM" "127.0.0.1:$UP" 2>"$W/fake_vllm.err" & PIDS+=($!)
 
-wait_http() { # URL
-  for _ in $(seq 300); do
-    curl -s -o /dev/null --max-time 1 "$1" && return 0; sleep 0.1
-  done
-  echo "$1 did not come up; logs in $W" >&2; exit 1
-}
+WAIT_TRIES=300 # mmgate starts slowly under valgrind
 wait_http "http://127.0.0.1:$UP/health"
 
 field() { # NAME < post.lua's RESULT line -> the value

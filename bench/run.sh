@@ -36,19 +36,8 @@ log() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # 1. Tools: wrk, nginx, haproxy from Debian's packages when missing.
 PATH=$PATH:/usr/sbin:/sbin
-need=()
-command -v wrk >/dev/null || need+=(wrk)
-command -v nginx >/dev/null || need+=(nginx)
-command -v haproxy >/dev/null || need+=(haproxy)
-command -v curl >/dev/null || need+=(curl)
-if ((${#need[@]})); then
-  [ "${NO_INSTALL:-}" = 1 ] && { echo "missing: ${need[*]} (NO_INSTALL=1)" >&2; exit 2; }
-  SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
-  log "installing ${need[*]} (apt-get)"
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${need[@]}" >/dev/null
-fi
+source bench/common.sh
+install_missing wrk nginx haproxy curl
 command -v python3 >/dev/null || { echo "python3 is required" >&2; exit 2; }
 
 # 2. Binaries: release mmgate and examples/fake_vllm.
@@ -77,25 +66,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Free loopback ports, all bound at once so they differ (then released for the servers).
-ports() {
-  python3 - "$1" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
-}
 read -r UP P_NGB P_NGN P_HAP P_PASS P_SHADOW P_STRIP P_REJECT A_PASS A_SHADOW A_STRIP A_REJECT \
-  <<<"$(ports 12)"
-
-wait_http() { # URL [name]
-  for _ in $(seq 100); do
-    curl -s -o /dev/null --max-time 1 "$1" && return 0; sleep 0.1
-  done
-  echo "${2:-$1} did not come up; logs in $W" >&2; ls -l "$W" >&2; exit 1
-}
+  <<<"$(free_ports 12)"
 
 python3 bench/bodies.py "$W" >"$OUT/bodies.txt"
 
