@@ -9,6 +9,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use axum::body::Body;
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::{header, HeaderValue, Request, Response};
 use tokio::time::Instant;
 
@@ -397,7 +398,11 @@ impl Gateway {
         if declared.is_some_and(|n| n > limit as u64) {
             return Err(GateError::BodyTooLarge { limit });
         }
-        let read = collect_limited(body, limit, declared.unwrap_or(0) as usize);
+        let mut read = std::pin::pin!(collect_limited(body, limit, declared.unwrap_or(0) as usize));
+        // A small body usually came with the head: then no timer is armed for it.
+        if let Some(done) = read.as_mut().now_or_never() {
+            return done;
+        }
         match tokio::time::timeout(self.config.limits.body_timeout, read).await {
             Ok(r) => r,
             Err(_) => Err(GateError::BodyRead(format!(

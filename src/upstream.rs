@@ -103,7 +103,7 @@ impl Upstream {
                     inner,
                     idle: self.response_timeout,
                     waiting: Some(tokio::time::Instant::now()),
-                    deadline: Box::pin(tokio::time::sleep(self.response_timeout)),
+                    deadline: None,
                     errors: errors.clone(),
                 })
             })),
@@ -245,8 +245,9 @@ struct Watched {
     /// Since when the gateway has been waiting for the next frame (not while the client is
     /// slow to take the last one): from the headers, then from the first poll after a frame.
     waiting: Option<tokio::time::Instant>,
-    /// At or before `waiting + idle`; moved on lazily when it fires early.
-    deadline: Pin<Box<tokio::time::Sleep>>,
+    /// At or before `waiting + idle`; moved on lazily when it fires early. Armed the first
+    /// time a frame is not ready (a JSON response that came with its head never needs it).
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
     errors: IntCounterVec,
 }
 
@@ -276,12 +277,15 @@ impl http_body::Body for Watched {
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => loop {
                 let since = *this.waiting.get_or_insert_with(tokio::time::Instant::now);
-                if this.deadline.as_mut().poll(cx).is_pending() {
+                let due = since + this.idle;
+                let deadline = this
+                    .deadline
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+                if deadline.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
-                let due = since + this.idle;
                 if due > tokio::time::Instant::now() {
-                    this.deadline.as_mut().reset(due);
+                    deadline.as_mut().reset(due);
                     continue;
                 }
                 this.errors.with_label_values(&["stalled"]).inc();
