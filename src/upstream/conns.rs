@@ -134,7 +134,8 @@ impl Conns {
     ) -> Result<Response<Leased>, SendError> {
         let conn = match self.checkout() {
             Some(conn) => conn,
-            None => self.connect().await?,
+            // Boxed: connecting is rare, and its future would otherwise size every request's.
+            None => Box::pin(self.connect()).await?,
         };
         let (head, framing, conn) = conn.send(req).await.map_err(SendError::Failed)?;
         let body = Streamed::new(conn, framing, Checkin(Arc::downgrade(self)));
