@@ -8,7 +8,6 @@
 //! place ([`Snapshot::overflow`]), so a client rotating user agents cannot grow it without
 //! bound. It holds only names the log line already carries: never values, bodies or keys.
 
-use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::Mutex;
@@ -21,7 +20,7 @@ pub const LIVE_ROWS: usize = 1000;
 pub const MAX_ROW_KEYS: usize = 64;
 
 /// Who sent a request: a named client, or an anonymous one by address and user agent.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct RowKey {
     /// The client's policy name, or `anonymous`.
     pub client: String,
@@ -35,7 +34,95 @@ pub struct RowKey {
     pub field: String,
 }
 
+/// A row key's fields, in their order: owned in the map, borrowed from an observation when
+/// looking a row up (no string is copied for a row that exists).
+type KeyParts<'a> = (&'a str, Option<&'a str>, Option<&'a str>, &'a str, &'a str);
+
+/// A row key, owned or borrowed: what the map is searched by.
+trait KeyView {
+    fn parts(&self) -> KeyParts<'_>;
+}
+
+impl KeyView for RowKey {
+    fn parts(&self) -> KeyParts<'_> {
+        (
+            &self.client,
+            self.client_addr.as_deref(),
+            self.user_agent.as_deref(),
+            &self.route,
+            &self.field,
+        )
+    }
+}
+
+/// An observation's row key, borrowed.
+struct Borrowed<'a>(KeyParts<'a>);
+
+impl KeyView for Borrowed<'_> {
+    fn parts(&self) -> KeyParts<'_> {
+        self.0
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn KeyView + 'a> for RowKey {
+    fn borrow(&self) -> &(dyn KeyView + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn KeyView + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn KeyView + '_ {}
+
+impl PartialOrd for dyn KeyView + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn KeyView + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
+// Ordered and compared as its parts, exactly as the borrowed form (`Borrow` requires it).
+impl PartialEq for RowKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for RowKey {}
+
+impl PartialOrd for RowKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RowKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
 impl RowKey {
+    fn owned(parts: KeyParts<'_>) -> Self {
+        let (client, client_addr, user_agent, route, field) = parts;
+        RowKey {
+            client: client.to_string(),
+            client_addr: client_addr.map(str::to_string),
+            user_agent: user_agent.map(str::to_string),
+            route: route.to_string(),
+            field: field.to_string(),
+        }
+    }
+
     /// The client as one label: its name, or `address (user agent)` when anonymous.
     pub fn client_label(&self) -> String {
         match (&self.client_addr, &self.user_agent) {
@@ -112,41 +199,38 @@ impl Aggregate {
     pub fn add(&mut self, o: &Observation<'_>) {
         let named = o.client != crate::identify::ANONYMOUS;
         for (field, keys) in &o.fields {
-            let key = RowKey {
-                client: o.client.to_string(),
-                client_addr: (!named).then(|| o.client_addr.to_string()),
-                user_agent: if named {
-                    None
-                } else {
-                    o.user_agent.map(str::to_string)
-                },
-                route: o.route.to_string(),
-                field: field.to_string(),
-            };
+            let parts = (
+                o.client,
+                (!named).then_some(o.client_addr),
+                if named { None } else { o.user_agent },
+                o.route,
+                *field,
+            );
             let full = self.rows.len() >= self.cap;
-            let row = match self.rows.entry(key) {
-                Entry::Occupied(row) => row.into_mut(),
-                Entry::Vacant(_) if full => {
+            let row = match self.rows.get_mut(&Borrowed(parts) as &dyn KeyView) {
+                Some(row) => row,
+                None if full => {
                     self.overflow += 1;
                     continue;
                 }
-                Entry::Vacant(new) => {
-                    let key = new.key().clone();
-                    new.insert(Row {
-                        key,
+                None => {
+                    let key = RowKey::owned(parts);
+                    let row = Row {
+                        key: key.clone(),
                         count: 0,
                         first_seen: o.ts.to_string(),
                         last_seen: o.ts.to_string(),
                         keys: BTreeSet::new(),
-                    })
+                    };
+                    self.rows.entry(key).or_insert(row)
                 }
             };
             row.count += 1;
             if o.ts < row.first_seen.as_str() {
-                row.first_seen = o.ts.to_string();
+                row.first_seen.replace_range(.., o.ts);
             }
             if o.ts > row.last_seen.as_str() {
-                row.last_seen = o.ts.to_string();
+                row.last_seen.replace_range(.., o.ts);
             }
             for k in keys.iter() {
                 if row.keys.len() >= MAX_ROW_KEYS {
@@ -293,6 +377,25 @@ mod tests {
         assert_eq!(r.last_seen, "2026-01-02T00:00:00.000Z");
         assert_eq!(r.keys.len(), 2);
         assert_eq!(r.key.client_label(), "10.0.0.7 (a)");
+    }
+
+    #[test]
+    fn a_named_client_is_one_row_whatever_its_address_and_agent() {
+        let k = vec!["max_pixels".to_string()];
+        let mut a = Aggregate::new(1);
+        for (addr, ua) in [("10.0.0.7", Some("a")), ("10.0.0.8", None)] {
+            a.add(&Observation {
+                client: "batch",
+                client_addr: addr,
+                user_agent: ua,
+                ..obs("2026-01-01T00:00:00.000Z", "", &k)
+            });
+        }
+        let s = a.snapshot();
+        assert_eq!((s.rows.len(), s.overflow), (1, 0));
+        assert_eq!(s.rows[0].count, 2);
+        assert_eq!(s.rows[0].key.client_label(), "batch");
+        assert_eq!(s.rows[0].key.user_agent, None);
     }
 
     #[test]
