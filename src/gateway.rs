@@ -369,7 +369,6 @@ impl Gateway {
             }));
         }
         let admission = self.limits.admit(pool.id, id).await?;
-        outcome.waited = Some(admission.waited);
         held.admission = Some(admission);
         let (upstream, member) = pool.pick()?;
         held.member = Some(member);

@@ -20,7 +20,7 @@ use governor::middleware::NoOpMiddleware;
 use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
-use prometheus::IntGauge;
+use prometheus::{Histogram, IntCounter, IntGauge};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
@@ -69,6 +69,9 @@ struct PoolLimiter {
     queued: Arc<AtomicUsize>,
     queue_gauge: IntGauge,
     in_flight: IntGauge,
+    /// This pool's series of `mmgate_pool_admissions_total` and `mmgate_pool_wait_seconds`.
+    admissions: IntCounter,
+    wait: Histogram,
 }
 
 struct ClientLimiter {
@@ -148,6 +151,8 @@ impl Limits {
                     queued: prev.map_or_else(Arc::default, |o| o.queued.clone()),
                     queue_gauge: metrics.pool_queue_depth.with_label_values(&[&p.name]),
                     in_flight: metrics.pool_in_flight.with_label_values(&[&p.name]),
+                    admissions: metrics.admissions.with_label_values(&[&p.name]),
+                    wait: metrics.pool_wait.with_label_values(&[&p.name]),
                 }
             })
             .collect();
@@ -273,6 +278,8 @@ impl Limits {
         pool: Option<OwnedSemaphorePermit>,
         waited: Duration,
     ) -> Admission {
+        p.admissions.inc();
+        p.wait.observe(waited.as_secs_f64());
         Admission {
             waited,
             _client: client,

@@ -58,8 +58,6 @@ pub struct Outcome {
     pub spoofed_header: bool,
     /// The pool the request was sent to (or refused by).
     pub pool: Option<Arc<str>>,
-    /// Time waited for permits, when admitted.
-    pub waited: Option<Duration>,
     /// Why mmgate refused it (a closed label), if it did.
     pub refusal: Option<&'static str>,
     /// The client's user agent, as sent (bounded when logged).
@@ -94,7 +92,6 @@ impl Outcome {
             via: None,
             spoofed_header: false,
             pool: None,
-            waited: None,
             refusal: None,
             user_agent: headers.get(http::header::USER_AGENT).cloned(),
             request_id: RequestId {
@@ -324,13 +321,6 @@ fn record_client(metrics: &Metrics, o: &Outcome) {
     if let Some(reason) = o.refusal {
         metrics.refusals.with_label_values(&[pool, reason]).inc();
     }
-    if let Some(w) = o.waited {
-        metrics.admissions.with_label_values(&[pool]).inc();
-        metrics
-            .pool_wait
-            .with_label_values(&[pool])
-            .observe(w.as_secs_f64());
-    }
 }
 
 /// Log lines batched before one write to stdout, on a thread that batches.
@@ -494,7 +484,6 @@ mod tests {
             via: None,
             spoofed_header: false,
             pool: None,
-            waited: None,
             refusal: None,
             user_agent: None,
             request_id: RequestId {

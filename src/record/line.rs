@@ -221,7 +221,6 @@ mod tests {
             via: None,
             spoofed_header: false,
             pool: seq.is_multiple_of(2).then(|| text.into()),
-            waited: None,
             refusal: None,
             user_agent: header.clone(),
             request_id: RequestId {
