@@ -27,7 +27,7 @@ use crate::limits::{check_values, Limits, RateClock};
 use crate::listen::ConnInfo;
 use crate::metrics::Metrics;
 use crate::pool::Pool;
-use crate::record::{Outcome, Recorder};
+use crate::record::{ClientRequests, Outcome, Recorder};
 use crate::rewrite::strip;
 use crate::upstream::{SliceBody, Upstream};
 
@@ -42,6 +42,8 @@ pub struct Gateway {
     pools: Vec<Pool>,
     limits: Limits,
     metrics: Metrics,
+    /// Requests by client, for this policy's clients.
+    client_requests: ClientRequests,
     inventory: Arc<Inventory>,
     facts: ArcSwap<UpstreamFacts>,
     ids: Arc<AtomicU64>,
@@ -66,6 +68,10 @@ impl Gateway {
         Arc::new(Gateway {
             identifier: Identifier::new(&config.identity, &config.clients),
             limits: Limits::new(&config, &metrics, clock),
+            client_requests: ClientRequests::new(
+                metrics.client_requests.clone(),
+                config.clients.len(),
+            ),
             pools,
             config: Arc::new(config),
             metrics,
@@ -94,6 +100,10 @@ impl Gateway {
         Arc::new(Gateway {
             identifier: Identifier::new(&config.identity, &config.clients),
             limits: self.limits.successor(&config, &self.metrics),
+            client_requests: ClientRequests::new(
+                self.metrics.client_requests.clone(),
+                config.clients.len(),
+            ),
             pools,
             config: Arc::new(config),
             metrics: self.metrics.clone(),
@@ -155,7 +165,12 @@ impl Gateway {
         };
         let seq = self.ids.fetch_add(1, Ordering::Relaxed);
         let outcome = Outcome::start(req.headers(), req.uri().path(), conn, seq);
-        let mut recorder = Recorder::new(&self.metrics, &self.inventory, outcome);
+        let mut recorder = Recorder::new(
+            &self.metrics,
+            &self.client_requests,
+            &self.inventory,
+            outcome,
+        );
         let outcome = &mut recorder.outcome;
         let res = self.serve(req, conn, outcome, &mut held).await;
         let res = res.unwrap_or_else(|e| {
@@ -190,6 +205,7 @@ impl Gateway {
         let who = self.identifier.identify(req.headers(), conn)?;
         outcome.via = Some(who.via);
         outcome.spoofed_header = who.spoofed_header;
+        outcome.client = who.client;
         outcome.client_id = match who.client {
             ClientId::Named(i) => self.config.clients[i].name.clone().into(),
             ClientId::Anonymous => ANONYMOUS.into(),

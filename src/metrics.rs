@@ -254,7 +254,8 @@ pub struct Series<V: Labelled> {
 }
 
 impl<V: Labelled> Series<V> {
-    fn new(vec: V, slots: usize) -> Self {
+    /// A table of `slots` numbered series of `vec`, each resolved on first use.
+    pub fn new(vec: V, slots: usize) -> Self {
         Series {
             vec,
             slots: (0..slots).map(|_| OnceLock::new()).collect(),

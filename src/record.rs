@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::classify::RouteKind;
 use crate::decide::Mode;
-use crate::identify::{Via, ANONYMOUS};
+use crate::identify::{ClientId, Via, ANONYMOUS};
 use crate::inspect::{Field, Findings, KwargValue};
 use crate::inventory::{Inventory, Observation};
 use crate::listen::ConnInfo;
@@ -24,7 +24,7 @@ use crate::metrics::Metrics;
 mod line;
 mod series;
 
-pub use series::OUTCOMES;
+pub use series::{ClientRequests, OUTCOMES};
 
 const MAX_KEYS: usize = 32;
 const MAX_TEXT: usize = 256;
@@ -52,6 +52,8 @@ pub struct Outcome {
     pub client_addr: http::HeaderValue,
     /// The client's policy name, or `anonymous` (never a key or a header value).
     pub client_id: Cow<'static, str>,
+    /// The client (anonymous until identified).
+    pub client: ClientId,
     /// How the client was identified (unset when identification failed).
     pub via: Option<Via>,
     /// A client header from outside the trusted networks was ignored.
@@ -89,6 +91,7 @@ impl Outcome {
             status: 0,
             client_addr: conn.remote_ip().clone(),
             client_id: ANONYMOUS.into(),
+            client: ClientId::Anonymous,
             via: None,
             spoofed_header: false,
             pool: None,
@@ -216,6 +219,7 @@ fn bounded_str(s: &str) -> &str {
 /// inventory.
 pub struct Recorder<'a> {
     metrics: &'a Metrics,
+    clients: &'a ClientRequests,
     inventory: &'a Inventory,
     start: tokio::time::Instant,
     /// The outcome being filled in by the stages.
@@ -225,9 +229,15 @@ pub struct Recorder<'a> {
 
 impl<'a> Recorder<'a> {
     /// Starts recording a request.
-    pub fn new(metrics: &'a Metrics, inventory: &'a Inventory, outcome: Outcome) -> Self {
+    pub fn new(
+        metrics: &'a Metrics,
+        clients: &'a ClientRequests,
+        inventory: &'a Inventory,
+        outcome: Outcome,
+    ) -> Self {
         Recorder {
             metrics,
+            clients,
             inventory,
             start: tokio::time::Instant::now(),
             outcome,
@@ -239,7 +249,7 @@ impl<'a> Recorder<'a> {
     pub fn finish(mut self, status: u16) {
         self.outcome.status = status;
         self.outcome.elapsed = self.start.elapsed();
-        record(self.metrics, self.inventory, &self.outcome);
+        record(self.metrics, self.clients, self.inventory, &self.outcome);
         self.done = true;
     }
 }
@@ -250,14 +260,14 @@ impl Drop for Recorder<'_> {
             self.outcome.outcome = "cancelled";
             self.outcome.status = 499;
             self.outcome.elapsed = self.start.elapsed();
-            record(self.metrics, self.inventory, &self.outcome);
+            record(self.metrics, self.clients, self.inventory, &self.outcome);
         }
     }
 }
 
 /// Records an outcome: metrics always; a log line and an inventory entry when vLLM would
 /// reject or mmgate stripped.
-pub fn record(metrics: &Metrics, inventory: &Inventory, o: &Outcome) {
+pub fn record(metrics: &Metrics, clients: &ClientRequests, inventory: &Inventory, o: &Outcome) {
     let route = o.route.map_or("ungated", RouteKind::name);
     let mode = o.mode.map_or("none", Mode::name);
     let r = series::route(o.route);
@@ -288,6 +298,7 @@ pub fn record(metrics: &Metrics, inventory: &Inventory, o: &Outcome) {
         let slot = Some(series::stripped(o.route, f));
         metrics.stripped.with(slot, &[route, f.name()], |c| c.inc());
     }
+    clients.inc(o.client, &o.client_id, o.outcome);
     record_client(metrics, o);
     if o.would_reject.is_some() || !o.stripped.is_empty() {
         let ts = rfc3339_now();
@@ -305,10 +316,6 @@ pub fn record(metrics: &Metrics, inventory: &Inventory, o: &Outcome) {
 
 /// The identity, pool and limit metrics of one request.
 fn record_client(metrics: &Metrics, o: &Outcome) {
-    metrics
-        .client_requests
-        .with_label_values(&[&o.client_id, o.outcome])
-        .inc();
     if let Some(via) = o.via {
         metrics
             .identified
@@ -481,6 +488,7 @@ mod tests {
             status: 200,
             client_addr: http::HeaderValue::from_static("10.0.0.7"),
             client_id: "anonymous".into(),
+            client: ClientId::Anonymous,
             via: None,
             spoofed_header: false,
             pool: None,
@@ -573,16 +581,35 @@ mod tests {
             outcome: "made-up",
             ..shadow.clone()
         };
-        for o in [&shadow, &shadow, &ungated] {
-            record(&metrics, &inventory, o);
+        let named = |i: usize, name: &'static str| Outcome {
+            client: ClientId::Named(i),
+            client_id: name.into(),
+            ..shadow.clone()
+        };
+        // Two named clients in the policy; client 2 is out of its table (looked up by label).
+        let clients = ClientRequests::new(metrics.client_requests.clone(), 2);
+        for o in [
+            &shadow,
+            &shadow,
+            &ungated,
+            &named(1, "beta"),
+            &named(2, "gamma"),
+        ] {
+            record(&metrics, &clients, &inventory, o);
         }
+        let by_client = |l: &[&str]| metrics.client_requests.with_label_values(l).get();
+        assert_eq!(by_client(&["anonymous", "forwarded"]), 2);
+        assert_eq!(by_client(&["anonymous", "made-up"]), 1);
+        assert_eq!(by_client(&["beta", "forwarded"]), 1);
+        assert_eq!(by_client(&["gamma", "forwarded"]), 1);
+        assert_eq!(by_client(&["alpha", "forwarded"]), 0);
         let requests = |l: &[&str]| metrics.requests.vec().with_label_values(l).get();
-        assert_eq!(requests(&["chat", "shadow", "forwarded"]), 2);
+        assert_eq!(requests(&["chat", "shadow", "forwarded"]), 4);
         assert_eq!(requests(&["ungated", "none", "made-up"]), 1);
         assert_eq!(requests(&["chat", "none", "forwarded"]), 0);
         let offending = metrics.offending.vec();
         let f = offending.with_label_values(&["chat", "shadow", "mm_processor_kwargs"]);
-        assert_eq!(f.get(), 2);
+        assert_eq!(f.get(), 4);
         let d = metrics.duration.vec().with_label_values(&["ungated"]);
         assert_eq!(d.get_sample_count(), 1);
     }

@@ -218,6 +218,7 @@ mod tests {
             status,
             client_addr: http::HeaderValue::from_static("::1"),
             client_id: text.to_string().into(),
+            client: crate::identify::ClientId::Anonymous,
             via: None,
             spoofed_header: false,
             pool: seq.is_multiple_of(2).then(|| text.into()),

@@ -3,11 +3,14 @@
 //! resolved once and then reached by its number. The matches are exhaustive: a new route,
 //! mode, field or identity kind does not compile until it has its number.
 
+use prometheus::IntCounterVec;
+
 use crate::classify::RouteKind;
 use crate::decide::Mode;
-use crate::identify::Via;
+use crate::identify::{ClientId, Via};
 use crate::inspect::Field;
 use crate::metrics::slots::{FIELD, MODE, OUTCOME, ROUTE};
+use crate::metrics::Series;
 
 /// Every value of [`Outcome::outcome`](super::Outcome::outcome).
 pub const OUTCOMES: [&str; 7] = [
@@ -20,6 +23,39 @@ pub const OUTCOMES: [&str; 7] = [
     "cancelled",
 ];
 
+/// `mmgate_client_requests_total` for one policy's clients: numbered by client (in policy
+/// order, anonymous last) and outcome. Built with each gateway, as the clients are the
+/// policy's.
+pub struct ClientRequests {
+    series: Series<IntCounterVec>,
+    clients: usize,
+}
+
+impl ClientRequests {
+    /// The series of `clients` named clients and the anonymous one.
+    pub fn new(vec: IntCounterVec, clients: usize) -> Self {
+        ClientRequests {
+            series: Series::new(vec, (clients + 1) * OUTCOME),
+            clients,
+        }
+    }
+
+    /// Counts one request of client `id` (labelled `name`) with `outcome`.
+    pub fn inc(&self, id: ClientId, name: &str, outcome: &str) {
+        let client = match id {
+            ClientId::Named(i) if i < self.clients => Some(i),
+            ClientId::Named(_) => None,
+            ClientId::Anonymous => Some(self.clients),
+        };
+        let slot = client.and_then(|c| Some(c * OUTCOME + outcome_number(outcome)?));
+        self.series.with(slot, &[name, outcome], |c| c.inc());
+    }
+}
+
+fn outcome_number(outcome: &str) -> Option<usize> {
+    OUTCOMES.iter().position(|x| *x == outcome)
+}
+
 /// A route's number (`ungated` last); the duration series are numbered by route alone.
 pub(super) fn route(route: Option<RouteKind>) -> usize {
     route.map_or(ROUTE - 1, |r| r as usize)
@@ -27,8 +63,7 @@ pub(super) fn route(route: Option<RouteKind>) -> usize {
 
 /// The number of a requests series, if the outcome is one of [`OUTCOMES`].
 pub(super) fn requests(r: Option<RouteKind>, m: Option<Mode>, outcome: &str) -> Option<usize> {
-    let o = OUTCOMES.iter().position(|x| *x == outcome)?;
-    Some((route(r) * MODE + mode(m)) * OUTCOME + o)
+    Some((route(r) * MODE + mode(m)) * OUTCOME + outcome_number(outcome)?)
 }
 
 /// The number of an offending-requests series.
