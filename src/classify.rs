@@ -122,8 +122,13 @@ pub fn classify(method: &Method, path_and_query: &str) -> Route {
         return Route::Ungated;
     }
     let path = path_and_query.split('?').next().unwrap_or("");
-    let decoded: std::borrow::Cow<'_, [u8]> = percent_encoding::percent_decode_str(path).into();
-    RouteKind::from_path(&decoded).map_or(Route::Ungated, Route::Gated)
+    let kind = if path.contains('%') {
+        let decoded: std::borrow::Cow<'_, [u8]> = percent_encoding::percent_decode_str(path).into();
+        RouteKind::from_path(&decoded)
+    } else {
+        RouteKind::from_path(path.as_bytes())
+    };
+    kind.map_or(Route::Ungated, Route::Gated)
 }
 
 #[cfg(test)]
