@@ -9,7 +9,7 @@ CPU: utime + stime from /proc/PID/stat (all threads of the process, in clock tic
 --hop / --upstream PID and of all their descendants (nginx's workers are children of its
 master), read just before wrk starts and just after it exits. CPU per request is the
 difference divided by the requests wrk completed. wrk's own CPU comes from wait4's rusage;
-machine busy % from the first line of /proc/stat over the same window, and from it the share
+the hop's user-space share is its utime alone (hop_user_us); machine busy % from the first line of /proc/stat over the same window, and from it the share
 of all cores used by other processes than these (outside load that distorts the run).
 """
 import argparse
@@ -21,7 +21,8 @@ import sys
 TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
 HERE = os.path.dirname(os.path.abspath(__file__))
 COLUMNS = ("rep workload target requests seconds rps p50_us p90_us p99_us mean_us non2xx "
-           "sock_errors hop_cpu_us up_cpu_us wrk_cpu_us machine_busy_pct other_cpu_pct load1").split()
+           "sock_errors hop_cpu_us up_cpu_us wrk_cpu_us machine_busy_pct other_cpu_pct load1 "
+           "hop_user_us").split()
 
 
 def descendants(pid):
@@ -39,7 +40,8 @@ def descendants(pid):
 
 
 def ticks(pids):
-    total = 0
+    """utime + stime, and utime alone, of the processes, in clock ticks."""
+    total = user = 0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as f:
@@ -48,7 +50,8 @@ def ticks(pids):
             sys.exit(f"process {pid} is gone")
         fields = stat[stat.rindex(")") + 2:].split()
         total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-    return total
+        user += int(fields[11])
+    return total, user
 
 
 def machine():
@@ -85,9 +88,9 @@ def main():
         wrk(args, args.warmup)
     hop = [p for h in args.hop for p in descendants(h)]
     up = [p for u in args.upstream for p in descendants(u)]
-    h0, u0, m0 = ticks(hop), ticks(up), machine()
+    (h0, hu0), (u0, _), m0 = ticks(hop), ticks(up), machine()
     out, wrk_us = wrk(args, args.duration)
-    h1, u1, m1 = ticks(hop), ticks(up), machine()
+    (h1, hu1), (u1, _), m1 = ticks(hop), ticks(up), machine()
     with open("/proc/loadavg") as f:
         load1 = f.read().split()[0]
 
@@ -115,6 +118,8 @@ def main():
         # as a share of all the cores over the run.
         "other_cpu_pct": f"{100 * (total - idle - own) / max(total, 1):.1f}",
         "load1": load1,
+        # The hop's user-space part of hop_cpu_us (the rest is the kernel's, for it).
+        "hop_user_us": f"{(hu1 - hu0) * TICK_US / n:.2f}",
     }
     new = not os.path.exists(args.out) or os.path.getsize(args.out) == 0
     with open(args.out, "a") as f:
