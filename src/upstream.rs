@@ -122,7 +122,7 @@ impl Upstream {
         &self,
         req: Request<Body>,
     ) -> Result<Response<Leased>, (GateError, Option<&'static str>)> {
-        let sent = self.conns.send(req);
+        let sent = std::pin::pin!(self.conns.send(req));
         let res = match tokio::time::timeout(self.response_timeout, sent).await {
             Err(_) => {
                 let e = GateError::UpstreamTimeout {
