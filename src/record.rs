@@ -298,8 +298,7 @@ pub fn record(metrics: &Metrics, clients: &ClientRequests, inventory: &Inventory
         let slot = Some(series::stripped(o.route, f));
         metrics.stripped.with(slot, &[route, f.name()], |c| c.inc());
     }
-    clients.inc(o.client, &o.client_id, o.outcome);
-    record_client(metrics, o);
+    record_client(metrics, clients, o);
     if o.would_reject.is_some() || !o.stripped.is_empty() {
         let ts = rfc3339_now();
         log_line(o, &ts, route, mode);
@@ -314,8 +313,10 @@ pub fn record(metrics: &Metrics, clients: &ClientRequests, inventory: &Inventory
     }
 }
 
-/// The identity, pool and limit metrics of one request.
-fn record_client(metrics: &Metrics, o: &Outcome) {
+/// The client metrics of one request: its requests by client, how it was identified, and
+/// its refusal by a limit. (Admissions are counted by the pool's limiter.)
+fn record_client(metrics: &Metrics, clients: &ClientRequests, o: &Outcome) {
+    clients.inc(o.client, &o.client_id, o.outcome);
     if let Some(via) = o.via {
         metrics
             .identified
@@ -324,8 +325,8 @@ fn record_client(metrics: &Metrics, o: &Outcome) {
     if o.spoofed_header {
         metrics.ignored_client_headers.inc();
     }
-    let pool = o.pool.as_deref().unwrap_or("none");
     if let Some(reason) = o.refusal {
+        let pool = o.pool.as_deref().unwrap_or("none");
         metrics.refusals.with_label_values(&[pool, reason]).inc();
     }
 }

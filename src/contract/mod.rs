@@ -213,7 +213,6 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
     None
 }
 
-/// The generated pydantic field table of a route.
 /// The fields the route's pydantic model declares, indexed once ([`types::Declared`]).
 fn route_declared(route: RouteKind) -> &'static types::Declared {
     use std::sync::LazyLock;
