@@ -221,7 +221,8 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
     sc.ws();
     let mut fields: [FieldFinding; 2] = Default::default();
     let mut facts = Facts::default();
-    let mut members = Vec::new();
+    // Most requests have a handful of top-level members: one allocation for them.
+    let mut members = Vec::with_capacity(16);
     if sc.peek() != Some(b'{') {
         let kind = sc.value(1)?;
         trailing(&mut sc)?;
@@ -298,8 +299,13 @@ fn has_surrogate(text: &[u8]) -> bool {
         .any(|i| text.get(i + 1).is_some_and(|b| (0xA0..=0xBF).contains(b)))
 }
 
+/// WTF-8 text as a `String`, each byte of a surrogate replaced by U+FFFD. Text without
+/// surrogates is valid UTF-8 (the scanner validated it), so that check is the fast one.
 fn lossy(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    }
 }
 
 /// Scans a gated field's value: its kind, and for objects the member keys and which
@@ -337,10 +343,10 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
 
 /// Whether a JSON string token could be parsed as a number by pydantic's lax mode.
 fn numeric_like(token: &[u8]) -> bool {
-    token.iter().any(u8::is_ascii_digit) || {
-        let t = token.to_ascii_lowercase();
-        memchr::memmem::find(&t, b"inf").is_some() || memchr::memmem::find(&t, b"nan").is_some()
-    }
+    token.iter().any(u8::is_ascii_digit)
+        || token
+            .windows(3)
+            .any(|w| w.eq_ignore_ascii_case(b"inf") || w.eq_ignore_ascii_case(b"nan"))
 }
 
 /// Scans a non-gated top-level value, recording what the earlier checks read.
