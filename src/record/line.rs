@@ -6,7 +6,6 @@
 //! the schema, byte for byte.
 
 use super::{user_agent, Outcome};
-use crate::inspect::Field;
 
 /// The line for `o`, without its newline.
 pub(super) fn text(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
@@ -14,22 +13,25 @@ pub(super) fn text(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
     w.extend_from_slice(b"{\"ts\":");
     string(&mut w, ts);
     w.extend_from_slice(b",\"event\":\"offending_request\",\"route\":");
-    string(&mut w, route);
+    label(&mut w, route);
     w.extend_from_slice(b",\"path\":");
     string(&mut w, &o.path);
     w.extend_from_slice(b",\"mode\":");
-    string(&mut w, mode);
+    label(&mut w, mode);
     w.extend_from_slice(b",\"action\":");
-    string(&mut w, o.outcome);
+    label(&mut w, o.outcome);
     w.extend_from_slice(b",\"param\":");
-    optional(&mut w, o.would_reject.map(Field::name));
+    match o.would_reject {
+        Some(f) => label(&mut w, f.name()),
+        None => w.extend_from_slice(b"null"),
+    }
     w.extend_from_slice(b",\"fields\":[");
     for (i, (field, keys)) in o.fields.iter().enumerate() {
         if i > 0 {
             w.push(b',');
         }
         w.extend_from_slice(b"{\"name\":");
-        string(&mut w, field.name());
+        label(&mut w, field.name());
         w.extend_from_slice(b",\"keys\":");
         list(&mut w, keys.iter().map(String::as_str));
         if let Some((_, values)) = o.values.iter().find(|(f, _)| f == field) {
@@ -40,7 +42,14 @@ pub(super) fn text(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
         w.push(b'}');
     }
     w.extend_from_slice(b"],\"stripped\":");
-    list(&mut w, o.stripped.iter().map(|f| f.name()));
+    w.push(b'[');
+    for (i, f) in o.stripped.iter().enumerate() {
+        if i > 0 {
+            w.push(b',');
+        }
+        label(&mut w, f.name());
+    }
+    w.push(b']');
     w.extend_from_slice(b",\"status\":");
     digits(&mut w, o.status.into(), 10);
     w.extend_from_slice(b",\"client_addr\":");
@@ -55,6 +64,14 @@ pub(super) fn text(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
     string(&mut w, &o.request_id.text());
     w.push(b'}');
     w
+}
+
+/// A closed label (a route, mode, action or field name): never needs escaping.
+fn label(w: &mut Vec<u8>, s: &str) {
+    debug_assert!(!needs_escape(s.as_bytes()), "{s:?} is not a label");
+    w.push(b'"');
+    w.extend_from_slice(s.as_bytes());
+    w.push(b'"');
 }
 
 /// A JSON string: as it is unless it has a byte JSON requires escaped.
@@ -83,10 +100,12 @@ fn needs_escape(s: &[u8]) -> bool {
             return true;
         }
     }
-    words
-        .remainder()
-        .iter()
-        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    // The tail as one more word, padded with a byte that needs no escape.
+    let rest = words.remainder();
+    let mut tail = [b'a'; 8];
+    tail[..rest.len()].copy_from_slice(rest);
+    let x = u64::from_ne_bytes(tail);
+    below(x, 0x20) || has(x, b'"') || has(x, b'\\')
 }
 
 fn optional(w: &mut Vec<u8>, s: Option<&str>) {
@@ -139,6 +158,7 @@ mod tests {
     use super::*;
     use crate::classify::RouteKind;
     use crate::decide::Mode;
+    use crate::inspect::Field;
 
     /// The documented schema, as serde writes it: the reference the line is held to.
     #[derive(Serialize)]
