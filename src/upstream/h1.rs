@@ -219,15 +219,23 @@ impl Conn {
             let status = StatusCode::from_u16(code)
                 .map_err(|_| protocol(format!("invalid status code {code}")))?;
             let http10 = parsed.version == Some(0);
-            let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+            // Names first (standard ones are not copied); each value is then a slice of
+            // the head, shared rather than copied.
+            let base = self.buf.as_ptr() as usize;
+            let mut names = Vec::with_capacity(parsed.headers.len());
             for f in parsed.headers.iter() {
                 let name = HeaderName::from_bytes(f.name.as_bytes())
                     .map_err(|_| protocol(format!("invalid header name {:?}", f.name)))?;
-                let value = HeaderValue::from_bytes(f.value)
+                let at = f.value.as_ptr() as usize - base;
+                names.push((name, at..at + f.value.len()));
+            }
+            let head = self.buf.split_to(len).freeze();
+            let mut headers = HeaderMap::with_capacity(names.len());
+            for (name, value) in names {
+                let value = HeaderValue::from_maybe_shared(head.slice(value))
                     .map_err(|_| protocol(format!("invalid value of header {name}")))?;
                 headers.append(name, value);
             }
-            self.buf.advance(len);
             if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
                 continue;
             }
