@@ -160,14 +160,40 @@ pub struct RequestId {
 impl RequestId {
     /// The id as logged.
     pub fn text(&self) -> Cow<'_, str> {
-        match self.sent.as_ref().and_then(|v| v.to_str().ok()) {
-            Some(sent) => Cow::Borrowed(bounded_str(sent)),
+        match self.sent() {
+            Some(sent) => Cow::Borrowed(sent),
             None => {
-                let mut made = b"mmgate-".to_vec();
-                line::hex(&mut made, self.conn);
-                made.push(b'-');
-                line::hex(&mut made, self.seq);
+                let mut made = Vec::with_capacity(40);
+                self.write_made(&mut made);
                 Cow::Owned(String::from_utf8(made).expect("ASCII"))
+            }
+        }
+    }
+
+    /// The client's id, when it is text (bounded).
+    fn sent(&self) -> Option<&str> {
+        self.sent
+            .as_ref()
+            .and_then(|v| v.to_str().ok())
+            .map(bounded_str)
+    }
+
+    /// `mmgate-<connection>-<sequence>`, in hexadecimal.
+    fn write_made(&self, w: &mut Vec<u8>) {
+        w.extend_from_slice(b"mmgate-");
+        line::hex(w, self.conn);
+        w.push(b'-');
+        line::hex(w, self.seq);
+    }
+
+    /// The id as a JSON string, written into `w` (the one the client sent is escaped).
+    pub(crate) fn write_json(&self, w: &mut Vec<u8>) {
+        match self.sent() {
+            Some(sent) => line::string(w, sent),
+            None => {
+                w.push(b'"');
+                self.write_made(w);
+                w.push(b'"');
             }
         }
     }

@@ -61,7 +61,7 @@ pub(super) fn text(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
     w.extend_from_slice(b",\"user_agent\":");
     optional(&mut w, user_agent(o));
     w.extend_from_slice(b",\"request_id\":");
-    string(&mut w, &o.request_id.text());
+    o.request_id.write_json(&mut w);
     w.push(b'}');
     w
 }
@@ -75,7 +75,7 @@ fn label(w: &mut Vec<u8>, s: &str) {
 }
 
 /// A JSON string: as it is unless it has a byte JSON requires escaped.
-fn string(w: &mut Vec<u8>, s: &str) {
+pub(super) fn string(w: &mut Vec<u8>, s: &str) {
     if !needs_escape(s.as_bytes()) {
         w.reserve(s.len() + 2);
         w.push(b'"');
