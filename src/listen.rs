@@ -279,7 +279,8 @@ where
         }
         let gw = live.gateway();
         let conn = conn.clone();
-        async move { Ok::<_, Infallible>(gw.handle(req.map(Body::new), &conn).await) }
+        // Boxed: hyper moves the service future into its state, and the gateway's is large.
+        Box::pin(async move { Ok::<_, Infallible>(gw.handle(req.map(Body::new), &conn).await) })
     });
     let served = builder.serve_connection(TokioIo::new(stream), service);
     watcher.watch(served.into_owned()).await
