@@ -95,9 +95,12 @@ impl Upstream {
                 parts.headers.insert(header::HOST, h.clone());
             }
         }
-        add_forwarded(&mut parts.headers, client);
+        let forwarded = forwarded(&parts.headers, client);
         parts.version = http::Version::HTTP_11;
-        match self.send(Request::from_parts(parts, body)).await {
+        match self
+            .send(Request::from_parts(parts, body), &forwarded)
+            .await
+        {
             Ok(res) => Ok(res.map(|inner| {
                 Body::new(Watched {
                     inner,
@@ -121,8 +124,9 @@ impl Upstream {
     async fn send(
         &self,
         req: Request<Body>,
+        set: &[(HeaderName, HeaderValue)],
     ) -> Result<Response<Leased>, (GateError, Option<&'static str>)> {
-        let sent = std::pin::pin!(self.conns.send(req));
+        let sent = std::pin::pin!(self.conns.send(req, set));
         let res = match tokio::time::timeout(self.response_timeout, sent).await {
             Err(_) => {
                 let e = GateError::UpstreamTimeout {
@@ -165,7 +169,7 @@ impl Upstream {
             .body(Body::empty())
             .map_err(|e| self.failed(e.to_string()))?;
         let fetch = async {
-            let res = self.send(req).await.map_err(|(e, _)| e)?;
+            let res = self.send(req, &[]).await.map_err(|(e, _)| e)?;
             let status = res.status();
             let body = axum::body::to_bytes(Body::new(res.into_body()), 16 << 20)
                 .await
@@ -342,22 +346,39 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
     HOP_BY_HOP.contains(&name.as_str())
 }
 
-fn add_forwarded(headers: &mut HeaderMap, client: &HeaderValue) {
-    let xff = HeaderName::from_static("x-forwarded-for");
-    // A previous value that is not text is replaced, not extended.
-    let value = match headers.get(&xff).filter(|prev| prev.to_str().is_ok()) {
-        Some(prev) => {
-            let joined = [prev.as_bytes(), b", ", client.as_bytes()].concat();
-            HeaderValue::from_bytes(&joined).ok()
-        }
-        None => Some(client.clone()),
-    };
-    if let Some(v) = value {
-        headers.insert(xff, v);
+/// The forwarding fields sent in place of the client's: `X-Forwarded-For` with the client's
+/// address appended to the first value it sent (replaced when that is not text), and
+/// `X-Forwarded-Proto: http` unless the request has one. Written by the connection as it
+/// writes the head, so the request's header map is not grown for them.
+fn forwarded(headers: &HeaderMap, client: &HeaderValue) -> Forwarded {
+    const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
+    const XFP: HeaderName = HeaderName::from_static("x-forwarded-proto");
+    let chain = headers
+        .get(XFF)
+        .filter(|prev| prev.to_str().is_ok())
+        .and_then(|prev| {
+            HeaderValue::from_bytes(&[prev.as_bytes(), b", ", client.as_bytes()].concat()).ok()
+        })
+        .unwrap_or_else(|| client.clone());
+    let fields = [(XFF, chain), (XFP, HeaderValue::from_static("http"))];
+    Forwarded {
+        fields,
+        len: if headers.contains_key(XFP) { 1 } else { 2 },
     }
-    headers
-        .entry(HeaderName::from_static("x-forwarded-proto"))
-        .or_insert(HeaderValue::from_static("http"));
+}
+
+/// The fields [`forwarded`] sets (no allocation for the list).
+struct Forwarded {
+    fields: [(HeaderName, HeaderValue); 2],
+    len: usize,
+}
+
+impl std::ops::Deref for Forwarded {
+    type Target = [(HeaderName, HeaderValue)];
+
+    fn deref(&self) -> &Self::Target {
+        &self.fields[..self.len]
+    }
 }
 
 /// A body made of slices of one buffer (the strip result), with an exact length.
@@ -428,14 +449,32 @@ mod tests {
 
     #[test]
     fn forwarded_for_is_appended() {
+        let client = HeaderValue::from_static("127.0.0.1");
+        let set = |h: &HeaderMap| -> Vec<(String, String)> {
+            forwarded(h, &client)
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_string()))
+                .collect()
+        };
+        let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
         let mut h = HeaderMap::new();
+        assert_eq!(
+            set(&h),
+            [
+                pair("x-forwarded-for", "127.0.0.1"),
+                pair("x-forwarded-proto", "http")
+            ]
+        );
         h.insert("x-forwarded-for", HeaderValue::from_static("10.0.0.1"));
-        add_forwarded(&mut h, &HeaderValue::from_static("127.0.0.1"));
-        assert_eq!(h["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
-        assert_eq!(h["x-forwarded-proto"], "http");
+        h.append("x-forwarded-for", HeaderValue::from_static("10.0.0.2"));
+        h.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        assert_eq!(
+            set(&h),
+            [pair("x-forwarded-for", "10.0.0.1, 127.0.0.1")],
+            "the first value is extended, a client's proto is kept"
+        );
         let opaque = HeaderValue::from_bytes(b"10.0.0.1, caf\xe9").unwrap();
         h.insert("x-forwarded-for", opaque);
-        add_forwarded(&mut h, &HeaderValue::from_static("127.0.0.1"));
-        assert_eq!(h["x-forwarded-for"], "127.0.0.1");
+        assert_eq!(set(&h), [pair("x-forwarded-for", "127.0.0.1")]);
     }
 }

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use axum::body::Body;
+use http::header::{HeaderName, HeaderValue};
 use http::{Request, Response};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -126,18 +127,20 @@ impl Conns {
         }
     }
 
-    /// Sends `req` (its URI in origin form) and returns the response, whose body reads the
-    /// rest from the connection.
+    /// Sends `req` (its URI in origin form), with the fields of `set` in place of its own of
+    /// the same names, and returns the response, whose body reads the rest from the
+    /// connection.
     pub(super) async fn send(
         self: &Arc<Self>,
         req: Request<Body>,
+        set: &[(HeaderName, HeaderValue)],
     ) -> Result<Response<Leased>, SendError> {
         let conn = match self.checkout() {
             Some(conn) => conn,
             // Boxed: connecting is rare, and its future would otherwise size every request's.
             None => Box::pin(self.connect()).await?,
         };
-        let (head, framing, conn) = conn.send(req).await.map_err(SendError::Failed)?;
+        let (head, framing, conn) = conn.send(req, set).await.map_err(SendError::Failed)?;
         let body = Streamed::new(conn, framing, Checkin(Arc::downgrade(self)));
         Ok(head.map(|()| body))
     }
@@ -304,7 +307,7 @@ mod tests {
             .header("host", "x")
             .body(Body::empty())
             .unwrap();
-        let Ok(res) = conns.send(req).await else {
+        let Ok(res) = conns.send(req, &[]).await else {
             panic!("no response");
         };
         res.into_body().collect().await.unwrap().to_bytes()
@@ -330,7 +333,7 @@ mod tests {
         let (target, _accepted) = upstream(100).await;
         let conns = conns(&target, Duration::from_secs(60));
         let req = Request::get("/").body(Body::empty()).unwrap();
-        let Ok(res) = conns.send(req).await else {
+        let Ok(res) = conns.send(req, &[]).await else {
             panic!("no response");
         };
         drop(res);

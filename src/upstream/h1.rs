@@ -74,12 +74,14 @@ impl Conn {
 
     /// Writes `req` (its URI in origin form) and reads the response head; the body is read
     /// as the returned response's body is polled.
+    /// `set` holds fields written in place of the request's own of the same names.
     pub(super) async fn send(
         mut self,
         req: Request<Body>,
+        set: &[(HeaderName, HeaderValue)],
     ) -> Result<(Response<()>, Framing, Conn), Failure> {
         let (parts, body) = req.into_parts();
-        self.write_request(&parts, body).await?;
+        self.write_request(&parts, body, set).await?;
         let (head, framing) = self.read_head(&parts.method).await?;
         Ok((head, framing, self))
     }
@@ -88,6 +90,7 @@ impl Conn {
         &mut self,
         parts: &http::request::Parts,
         mut body: Body,
+        set: &[(HeaderName, HeaderValue)],
     ) -> Result<(), Failure> {
         let reset = |e: std::io::Error| Failure::Reset(format!("writing the request: {e}"));
         let declared = body
@@ -102,9 +105,12 @@ impl Conn {
         head.extend_from_slice(target.as_bytes());
         head.extend_from_slice(b" HTTP/1.1\r\n");
         for (name, value) in &parts.headers {
-            if name != header::CONTENT_LENGTH {
+            if name != header::CONTENT_LENGTH && !set.iter().any(|(n, _)| n == name) {
                 push_field(&mut head, name.as_str().as_bytes(), value.as_bytes());
             }
+        }
+        for (name, value) in set {
+            push_field(&mut head, name.as_str().as_bytes(), value.as_bytes());
         }
         let had_length = parts.headers.contains_key(header::CONTENT_LENGTH);
         match declared {

@@ -281,9 +281,19 @@ async fn exchange(
     pieces: Vec<&'static [u8]>,
     close: bool,
 ) -> (Response<Bytes>, Option<HeaderMap>, String, usize) {
+    exchange_setting(req, &[], pieces, close).await
+}
+
+/// [`exchange`], with `set` in place of the request's own fields of those names.
+async fn exchange_setting(
+    req: Request<Body>,
+    set: &[(HeaderName, HeaderValue)],
+    pieces: Vec<&'static [u8]>,
+    close: bool,
+) -> (Response<Bytes>, Option<HeaderMap>, String, usize) {
     let (conn, seen) = upstream(pieces, close).await;
     let kept = Kept::default();
-    let (head, framing, conn) = conn.send(req).await.unwrap();
+    let (head, framing, conn) = conn.send(req, set).await.unwrap();
     let body = Streamed::new(conn, framing, kept.clone());
     let collected = body.collect().await.unwrap();
     let trailers = collected.trailers().cloned();
@@ -380,7 +390,7 @@ async fn a_body_cut_short_is_an_error() {
         true,
     )
     .await;
-    let (_, framing, conn) = conn.send(post(Body::from("{}"))).await.unwrap();
+    let (_, framing, conn) = conn.send(post(Body::from("{}")), &[]).await.unwrap();
     let body = Streamed::new(conn, framing, Kept::default());
     assert!(matches!(body.collect().await, Err(BodyError::BrokeOff(_))));
 }
@@ -389,12 +399,12 @@ async fn a_body_cut_short_is_an_error() {
 async fn an_answer_that_is_not_http_is_a_protocol_failure() {
     let (conn, _seen) = upstream(vec![b"SSH-2.0-OpenSSH\r\n\r\n"], true).await;
     assert!(matches!(
-        conn.send(post(Body::from("{}"))).await,
+        conn.send(post(Body::from("{}")), &[]).await,
         Err(Failure::Protocol(_))
     ));
     let (conn, _seen) = upstream(vec![b"HTTP/1.1 200 OK\r\ncontent-le"], true).await;
     assert!(matches!(
-        conn.send(post(Body::from("{}"))).await,
+        conn.send(post(Body::from("{}")), &[]).await,
         Err(Failure::Reset(_))
     ));
 }
@@ -435,9 +445,32 @@ async fn a_body_longer_than_declared_is_refused_before_it_is_sent() {
         sent: Some(Bytes::from_static(b"{}GET / HTTP/1.1")),
     });
     assert!(matches!(
-        conn.send(post(body)).await,
+        conn.send(post(body), &[]).await,
         Err(Failure::ClientBody(_))
     ));
     let received = String::from_utf8(received.await.unwrap()).unwrap();
     assert!(!received.contains("GET /"), "{received}");
+}
+
+#[tokio::test]
+async fn set_fields_replace_the_requests_own_of_those_names() {
+    let req = Request::get("/v1/models")
+        .header("host", "vllm")
+        .header("x-forwarded-for", "10.0.0.1")
+        .header("X-Forwarded-For", "10.0.0.2")
+        .header("accept", "*/*")
+        .body(Body::empty())
+        .unwrap();
+    let set = [(
+        HeaderName::from_static("x-forwarded-for"),
+        HeaderValue::from_static("10.0.0.1, 127.0.0.1"),
+    )];
+    let answer: &'static [u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+    let (res, _, request, _) = exchange_setting(req, &set, vec![answer], false).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        request,
+        "GET /v1/models HTTP/1.1\r\nhost: vllm\r\naccept: */*\r\n\
+         x-forwarded-for: 10.0.0.1, 127.0.0.1\r\n\r\n"
+    );
 }
