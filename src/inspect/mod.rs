@@ -319,25 +319,32 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
             ..Default::default()
         });
     }
-    // (key, value is an object, value) in first-appearance order, last value wins.
-    let mut seen: Vec<(Vec<u8>, bool, KwargValue)> = Vec::new();
+    // In first-appearance order, last value wins; keys compare as decoded (WTF-8) bytes, so
+    // two distinct lone surrogates stay two keys, as in Python.
+    let (mut raw, mut keys, mut objects, mut values) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let empty = sc.members(2, |sc, key| {
-        let name = key_bytes(sc.text(), key).into_owned();
+        let name = key_bytes(sc.text(), key);
         let (kind, value) = values::scan_value(sc, 3, true)?;
         let is_object = matches!(kind, Kind::Object { .. });
-        match seen.iter_mut().find(|(k, _, _)| *k == name) {
-            Some(entry) => (entry.1, entry.2) = (is_object, value),
-            None => seen.push((name, is_object, value)),
+        match raw.iter().position(|k| *k == name) {
+            Some(i) => (objects[i], values[i]) = (is_object, value),
+            None => {
+                keys.push(lossy(&name));
+                raw.push(name);
+                objects.push(is_object);
+                values.push(value);
+            }
         }
         Ok(())
     })?;
     Ok(FieldFinding {
         present: true,
         kind: Some(Kind::Object { empty }),
-        non_object_member: seen.iter().find(|(_, o, _)| !o).map(|(k, _, _)| lossy(k)),
-        keys: seen.iter().map(|(k, _, _)| lossy(k)).collect(),
+        non_object_member: objects.iter().position(|o| !o).map(|i| keys[i].clone()),
+        keys,
         occurrences: 0,
-        values: seen.into_iter().map(|(_, _, v)| v).collect(),
+        values,
     })
 }
 
