@@ -279,8 +279,7 @@ where
         }
         let gw = live.gateway();
         let conn = conn.clone();
-        // Boxed: hyper moves the service future into its state, and the gateway's is large.
-        Box::pin(async move { Ok::<_, Infallible>(gw.handle(req.map(Body::new), &conn).await) })
+        async move { Ok::<_, Infallible>(gw.handle(req.map(Body::new), &conn).await) }
     });
     let served = builder.serve_connection(TokioIo::new(stream), service);
     watcher.watch(served.into_owned()).await
