@@ -1,6 +1,6 @@
-//! A watch on the bytes of an HTTP/1 connection, for the one framing ambiguity hyper resolves
-//! out of the handler's sight: a request head with both `Content-Length` and
-//! `Transfer-Encoding`.
+//! A watch on the bytes of an HTTP/1 connection: for the one framing ambiguity hyper resolves
+//! out of the handler's sight (a request head with both `Content-Length` and
+//! `Transfer-Encoding`), and for the header timeout ([`deadline`]).
 //!
 //! hyper follows RFC 9112 §6.3 for such a request: it drops the length, decodes the body as
 //! chunked and closes the connection after the response. A gateway in front of another
@@ -14,31 +14,53 @@
 //! HTTP/2 preface), or the framing breaks in a way hyper refuses on its own, it stops
 //! watching.
 
+mod deadline;
+
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use deadline::{Ends, HeadDeadline};
 
 /// Marks a request whose head carried both `Content-Length` and `Transfer-Encoding`; the
 /// gateway refuses it.
 #[derive(Debug, Clone, Copy)]
 pub struct AmbiguousFraming;
 
-/// Which request of a connection (0-based, in order) had an ambiguous head, if any.
+/// What the watch and the connection's service share: which request (0-based, in order)
+/// had an ambiguous head, if any, and how many responses have ended.
 #[derive(Debug)]
-pub struct Ambiguity(AtomicU64);
+pub struct Progress {
+    ambiguous: AtomicU64,
+    ends: Ends,
+}
 
 const NONE: u64 = u64::MAX;
 
-impl Ambiguity {
+impl Progress {
+    fn new() -> Self {
+        Progress {
+            ambiguous: AtomicU64::new(NONE),
+            ends: Ends::new(),
+        }
+    }
+
     /// Whether the `index`th request of the connection had an ambiguous head. The head of a
     /// request is always read before hyper hands the request to the service, so the answer
     /// is final when the service asks.
-    pub fn at(&self, index: u64) -> bool {
-        self.0.load(Ordering::Acquire) == index
+    pub fn ambiguous(&self, index: u64) -> bool {
+        self.ambiguous.load(Ordering::Acquire) == index
+    }
+
+    /// Notes that a response has ended (its body was dropped): once every request read so
+    /// far is answered, the wait for the next head is timed from then.
+    pub fn response_ended(&self) {
+        self.ends.end();
     }
 }
 
@@ -48,24 +70,35 @@ const MAX_LINE: usize = 80 * 1024;
 /// More header lines than hyper accepts (100 by default).
 const MAX_HEADERS: usize = 128;
 
-/// A stream whose reads are watched for ambiguous request framing.
+/// A stream whose reads are watched for ambiguous request framing and timed while a
+/// request head is awaited.
 #[derive(Debug)]
 pub struct Watched<S> {
     inner: S,
     framing: Framing,
+    deadline: HeadDeadline,
 }
 
 impl<S> Watched<S> {
-    /// Wraps `inner`; the returned [`Ambiguity`] is shared with the connection's service.
-    pub fn new(inner: S) -> (Self, Arc<Ambiguity>) {
-        let found = Arc::new(Ambiguity(AtomicU64::new(NONE)));
+    /// Wraps `inner`, allowing each request head `header_timeout`; the returned
+    /// [`Progress`] is shared with the connection's service.
+    pub fn new(inner: S, header_timeout: Duration) -> (Self, Arc<Progress>) {
+        let progress = Arc::new(Progress::new());
         let framing = Framing {
             state: State::Head,
             pending: Vec::new(),
             heads: 0,
-            found: found.clone(),
+            progress: progress.clone(),
         };
-        (Watched { inner, framing }, found)
+        let deadline = HeadDeadline::new(header_timeout);
+        (
+            Watched {
+                inner,
+                framing,
+                deadline,
+            },
+            progress,
+        )
     }
 }
 
@@ -78,8 +111,21 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
         let before = buf.filled().len();
         let this = &mut *self;
         let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled {
-            this.framing.feed(&buf.filled()[before..]);
+        match polled {
+            Poll::Ready(Ok(())) => this.framing.feed(&buf.filled()[before..]),
+            Poll::Pending if this.framing.state != State::Done => {
+                let awaits_head = this.framing.awaits_head();
+                if this
+                    .deadline
+                    .expired(awaits_head, &this.framing.progress.ends, cx)
+                {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no request head within limits.header_timeout_ms",
+                    )));
+                }
+            }
+            _ => {}
         }
         polled
     }
@@ -141,10 +187,16 @@ struct Framing {
     pending: Vec<u8>,
     /// Complete heads seen so far.
     heads: u64,
-    found: Arc<Ambiguity>,
+    progress: Arc<Progress>,
 }
 
 impl Framing {
+    /// Whether the connection waits for a request head with every request read so far
+    /// answered (not while a response is in flight, nor once the watch has stopped).
+    fn awaits_head(&self) -> bool {
+        self.state == State::Head && self.progress.ends.count() >= self.heads
+    }
+
     fn feed(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
             bytes = match self.state {
@@ -213,7 +265,7 @@ impl Framing {
         self.heads += 1;
         self.state = match next {
             Next::Ambiguous => {
-                self.found.0.store(index, Ordering::Release);
+                self.progress.ambiguous.store(index, Ordering::Release);
                 State::Done
             }
             Next::Body(0) => State::Head,
@@ -341,20 +393,17 @@ mod tests {
     /// Feeds `input` in pieces of `step` bytes; returns the heads seen and the ambiguous
     /// request's index.
     fn watch(input: &[u8], step: usize) -> (u64, Option<u64>) {
-        let (found, mut framing) = {
-            let found = Arc::new(Ambiguity(AtomicU64::new(NONE)));
-            let framing = Framing {
-                state: State::Head,
-                pending: Vec::new(),
-                heads: 0,
-                found: found.clone(),
-            };
-            (found, framing)
+        let progress = Arc::new(Progress::new());
+        let mut framing = Framing {
+            state: State::Head,
+            pending: Vec::new(),
+            heads: 0,
+            progress: progress.clone(),
         };
         for piece in input.chunks(step) {
             framing.feed(piece);
         }
-        let at = found.0.load(Ordering::Acquire);
+        let at = progress.ambiguous.load(Ordering::Acquire);
         (framing.heads, (at != NONE).then_some(at))
     }
 

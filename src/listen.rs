@@ -18,13 +18,13 @@ use std::time::Duration;
 use axum::body::Body;
 use hyper::body::Incoming;
 use hyper::Request;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::framing::{AmbiguousFraming, Watched};
+use crate::framing::{AmbiguousFraming, Progress, Watched};
 use crate::identify::PeerCertificate;
 use crate::reload::Live;
 
@@ -184,10 +184,11 @@ async fn work(
 ) {
     let header_timeout = live.gateway().config().limits.header_timeout;
     let mut builder = auto::Builder::new(TokioExecutor::new());
+    // The header timeout is kept by the framing watch (one timer per connection instead
+    // of hyper's one per request head).
     builder
         .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout)
+        .header_read_timeout(None)
         .max_buf_size(64 * 1024);
     let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
@@ -249,8 +250,9 @@ async fn work(
 }
 
 /// Serves one connection (plain, or after its handshake with `tls` holding the client
-/// certificate's names) until it ends or shutdown drains it. Requests over TLS are marked
-/// `X-Forwarded-Proto: https` (replacing what the client sent).
+/// certificate's names) until it ends or shutdown drains it, with the header timeout in
+/// force when it opened. Requests over TLS are marked `X-Forwarded-Proto: https`
+/// (replacing what the client sent).
 async fn connection<S>(
     builder: &Builder,
     live: Arc<Live>,
@@ -265,12 +267,13 @@ where
     let id = CONN_IDS.fetch_add(1, Ordering::Relaxed);
     let conn = Arc::new(ConnInfo::new(id, remote, tls.clone().flatten()));
     let https = tls.is_some();
-    let (stream, ambiguity) = Watched::new(stream);
+    let header_timeout = live.gateway().config().limits.header_timeout;
+    let (stream, progress) = Watched::new(stream, header_timeout);
     let requests = AtomicU64::new(0);
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         // HTTP/1 requests reach the service one at a time, in order, after their head was read.
         let index = requests.fetch_add(1, Ordering::Relaxed);
-        if req.version() < http::Version::HTTP_2 && ambiguity.at(index) {
+        if req.version() < http::Version::HTTP_2 && progress.ambiguous(index) {
             req.extensions_mut().insert(AmbiguousFraming);
         }
         if https {
@@ -279,8 +282,46 @@ where
         }
         let gw = live.gateway();
         let conn = conn.clone();
-        async move { Ok::<_, Infallible>(gw.handle(req.map(Body::new), &conn).await) }
+        let progress = progress.clone();
+        async move {
+            let res = gw.handle(req.map(Body::new), &conn).await;
+            Ok::<_, Infallible>(res.map(|inner| Answer { inner, progress }))
+        }
     });
     let served = builder.serve_connection(TokioIo::new(stream), service);
     watcher.watch(served.into_owned()).await
+}
+
+/// A response body that tells the connection's watch when it has ended (hyper drops it
+/// once it is written, or when the connection fails), so that the wait for the next
+/// request head is timed only from then on.
+struct Answer {
+    inner: Body,
+    progress: Arc<Progress>,
+}
+
+impl http_body::Body for Answer {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        self.progress.response_ended();
+    }
 }

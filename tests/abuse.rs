@@ -87,6 +87,40 @@ async fn a_keep_alive_connection_idle_after_a_response_is_closed_by_the_header_t
 }
 
 #[tokio::test]
+async fn an_answer_slower_than_the_header_timeout_is_not_cut_off() {
+    // The header timeout times waits for a request head, never a request being answered
+    // (a long generation), and it times the wait that follows the late answer.
+    let hold = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let fake = FakeVllm::start_with(FakeOpts {
+        hold: Some(hold.clone()),
+        ..Default::default()
+    })
+    .await;
+    let gw = gateway(
+        "[limits]\nheader_timeout_ms = 300\n[gate]\ndefault = \"reject\"\n",
+        &fake,
+    )
+    .await;
+    let mut c = Conn::open(gw.addr).await;
+    c.write(post(CHAT, CLEAN).as_bytes()).await;
+    let upstream = &fake;
+    eventually("the upstream to hold the request", || async move {
+        !upstream.received().is_empty()
+    })
+    .await;
+    // Three header timeouts pass while the upstream thinks: the passing time is what is
+    // under test here, nothing waits on it for synchronisation.
+    tokio::time::sleep(std::time::Duration::from_millis(900)).await;
+    hold.add_permits(1);
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        c.closed_within(VERDICT).await,
+        "the idle wait after the answer is timed"
+    );
+}
+
+#[tokio::test]
 async fn a_slow_gated_body_gets_400_after_the_body_timeout_and_nothing_is_forwarded() {
     let (fake, gw) = start().await;
     let mut c = Conn::open(gw.addr).await;
