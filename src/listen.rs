@@ -182,7 +182,6 @@ async fn work(
     transport: Transport,
     drain: Duration,
 ) {
-    let header_timeout = live.gateway().config().limits.header_timeout;
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // The header timeout is kept by the framing watch (one timer per connection instead
     // of hyper's one per request head).
@@ -205,26 +204,28 @@ async fn work(
         let watcher = graceful.watcher();
         let (live, builder) = (live.clone(), builder.clone());
         tasks.spawn(async move {
+            // The policy in force when the connection opened.
+            let header_timeout = live.gateway().config().limits.header_timeout;
             let tls = match transport {
                 Transport::Plain => None,
                 Transport::Tls => live.gateway().config().tls.clone(),
             };
             let served = match tls {
                 None => {
-                    // hyper-util's protocol detection waits for the first bytes without a
-                    // deadline, and the header timeout only starts after it: a connection
-                    // that never sends a byte would stay open forever (slowloris).
+                    // A connection that never sends a byte is closed here, before any
+                    // per-connection state is built for it (slowloris).
                     let mut first = [0u8; 1];
                     match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
                         Ok(Ok(n)) if n > 0 => {}
                         _ => return,
                     }
-                    connection(&builder, live, stream, remote, None, watcher).await
+                    let conn = (stream, remote, None);
+                    connection(&builder, live, conn, header_timeout, watcher).await
                 }
                 Some(tls) => match crate::tls::accept(tls.config, stream, header_timeout).await {
                     Ok((stream, peer)) => {
-                        let tls = Some(peer);
-                        connection(&builder, live, stream, remote, tls, watcher).await
+                        let conn = (stream, remote, Some(peer));
+                        connection(&builder, live, conn, header_timeout, watcher).await
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, %remote, "TLS handshake failed");
@@ -249,16 +250,15 @@ async fn work(
     tasks.abort_all();
 }
 
-/// Serves one connection (plain, or after its handshake with `tls` holding the client
-/// certificate's names) until it ends or shutdown drains it, with the header timeout in
-/// force when it opened. Requests over TLS are marked `X-Forwarded-Proto: https`
-/// (replacing what the client sent).
+/// Serves one connection: its stream, the client's address and, over TLS, the handshake's
+/// client certificate names (`Some(None)` without a certificate), until it ends or shutdown
+/// drains it. Requests over TLS are marked `X-Forwarded-Proto: https` (replacing what the
+/// client sent).
 async fn connection<S>(
     builder: &Builder,
     live: Arc<Live>,
-    stream: S,
-    remote: SocketAddr,
-    tls: Option<Option<PeerCertificate>>,
+    (stream, remote, tls): (S, SocketAddr, Option<Option<PeerCertificate>>),
+    header_timeout: Duration,
     watcher: hyper_util::server::graceful::Watcher,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 where
@@ -267,7 +267,6 @@ where
     let id = CONN_IDS.fetch_add(1, Ordering::Relaxed);
     let conn = Arc::new(ConnInfo::new(id, remote, tls.clone().flatten()));
     let https = tls.is_some();
-    let header_timeout = live.gateway().config().limits.header_timeout;
     let (stream, progress) = Watched::new(stream, header_timeout);
     let requests = AtomicU64::new(0);
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
