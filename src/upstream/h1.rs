@@ -72,9 +72,9 @@ impl Conn {
         poll_read(&mut self.io, &mut cx, &mut self.buf).is_ready()
     }
 
-    /// Writes `req` (its URI in origin form) and reads the response head; the body is read
-    /// as the returned response's body is polled.
-    /// `set` holds fields written in place of the request's own of the same names.
+    /// Writes `req` (its URI in origin form), with the fields of `set` in place of its own
+    /// of the same names, and reads the response head; the body is read as the returned
+    /// response's body is polled.
     pub(super) async fn send(
         mut self,
         req: Request<Body>,
@@ -225,23 +225,15 @@ impl Conn {
             let status = StatusCode::from_u16(code)
                 .map_err(|_| protocol(format!("invalid status code {code}")))?;
             let http10 = parsed.version == Some(0);
-            // Names first (standard ones are not copied); each value is then a slice of
-            // the head, shared rather than copied.
-            let base = self.buf.as_ptr() as usize;
-            let mut names = Vec::with_capacity(parsed.headers.len());
+            let mut headers = HeaderMap::with_capacity(parsed.headers.len());
             for f in parsed.headers.iter() {
                 let name = HeaderName::from_bytes(f.name.as_bytes())
                     .map_err(|_| protocol(format!("invalid header name {:?}", f.name)))?;
-                let at = f.value.as_ptr() as usize - base;
-                names.push((name, at..at + f.value.len()));
-            }
-            let head = self.buf.split_to(len).freeze();
-            let mut headers = HeaderMap::with_capacity(names.len());
-            for (name, value) in names {
-                let value = HeaderValue::from_maybe_shared(head.slice(value))
+                let value = HeaderValue::from_bytes(f.value)
                     .map_err(|_| protocol(format!("invalid value of header {name}")))?;
                 headers.append(name, value);
             }
+            self.buf.advance(len);
             if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
                 continue;
             }
