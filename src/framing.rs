@@ -1,18 +1,18 @@
 //! A watch on the bytes of an HTTP/1 connection: for the one framing ambiguity hyper resolves
 //! out of the handler's sight (a request head with both `Content-Length` and
-//! `Transfer-Encoding`), and for the header timeout ([`deadline`]).
+//! `Transfer-Encoding`), and for the header timeout (`deadline`).
 //!
 //! hyper follows RFC 9112 §6.3 for such a request: it drops the length, decodes the body as
 //! chunked and closes the connection after the response. A gateway in front of another
 //! parser must refuse it instead (it is the classic request-smuggling shape), but the
 //! handler cannot tell, because the length header is already gone. [`Watched`] follows the
 //! connection's framing as hyper does (heads, then fixed-length or chunked bodies) over the
-//! bytes hyper reads, and [`Ambiguity`] remembers the index of the first such request. As
+//! bytes hyper reads, and [`Progress`] remembers the index of the first such request. As
 //! hyper closes the connection after it, nothing later on the connection matters.
 //!
-//! The watch never changes a byte and never fails a read: if the stream is not HTTP/1 (an
-//! HTTP/2 preface), or the framing breaks in a way hyper refuses on its own, it stops
-//! watching.
+//! The watch never changes a byte, and fails a read only when the header timeout has
+//! passed: if the stream is not HTTP/1 (an HTTP/2 preface), or the framing breaks in a way
+//! hyper refuses on its own, it stops watching (and timing).
 
 mod deadline;
 

@@ -1,7 +1,7 @@
 //! Forwarding to the upstream vLLM: kept-alive HTTP/1.1 connections driven by the request
-//! that uses them ([`conns`]), hop-by-hop header
-//! handling (RFC 9110 §7.6.1), `X-Forwarded-*`, and responses streamed back as they arrive
-//! (small frames that arrive together are written as one: [`coalesce`]).
+//! that uses them (`conns`, `h1`), hop-by-hop header handling (RFC 9110 §7.6.1),
+//! `X-Forwarded-*` (written with the head), and responses streamed back as they arrive
+//! (chunks that arrive together are passed on as one frame).
 //!
 //! The client's `Host` header is kept so that vLLM's redirects point back at the gateway.
 //! An `https://` member is reached over rustls with the roots (and optional client

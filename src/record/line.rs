@@ -33,7 +33,7 @@ pub(super) fn text(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
         w.extend_from_slice(b"{\"name\":");
         label(&mut w, field.name());
         w.extend_from_slice(b",\"keys\":");
-        list(&mut w, keys.iter().map(String::as_str));
+        list(&mut w, keys.iter().map(String::as_str), string);
         if let Some((_, values)) = o.values.iter().find(|(f, _)| f == field) {
             w.extend_from_slice(b",\"values\":");
             // Writing into a Vec cannot fail.
@@ -42,14 +42,7 @@ pub(super) fn text(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
         w.push(b'}');
     }
     w.extend_from_slice(b"],\"stripped\":");
-    w.push(b'[');
-    for (i, f) in o.stripped.iter().enumerate() {
-        if i > 0 {
-            w.push(b',');
-        }
-        label(&mut w, f.name());
-    }
-    w.push(b']');
+    list(&mut w, o.stripped.iter().map(|f| f.name()), label);
     w.extend_from_slice(b",\"status\":");
     digits(&mut w, o.status.into(), 10);
     w.extend_from_slice(b",\"client_addr\":");
@@ -115,13 +108,14 @@ fn optional(w: &mut Vec<u8>, s: Option<&str>) {
     }
 }
 
-fn list<'a>(w: &mut Vec<u8>, items: impl Iterator<Item = &'a str>) {
+/// A JSON array of strings, each written by `item` ([`string`] or [`label`]).
+fn list<'a>(w: &mut Vec<u8>, items: impl Iterator<Item = &'a str>, item: fn(&mut Vec<u8>, &str)) {
     w.push(b'[');
-    for (i, item) in items.enumerate() {
+    for (i, s) in items.enumerate() {
         if i > 0 {
             w.push(b',');
         }
-        string(w, item);
+        item(w, s);
     }
     w.push(b']');
 }
