@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# System calls and context switches per request of the hop (kernel-side counts that
+# bench/instructions.sh does not see), one command, loopback only:
+#
+#   bash bench/syscalls.sh                          # mmgate shadow and haproxy, chat_2k
+#   MODE=pass WORKLOADS="chat_2k chat_2k_sse" bash bench/syscalls.sh
+#
+# For each workload and each hop (haproxy, then mmgate in MODE) in front of
+# examples/fake_vllm: a 1 s wrk warm-up (2 threads, 32 connections, as bench/run.sh), then
+# two measured wrk runs of DURATION seconds:
+#   1. with `perf stat -e 'syscalls:sys_enter_*'` attached to the hop: system calls of each
+#      kind per completed request (tracing slows the hop, so its CPU is not taken from here);
+#   2. untraced: voluntary and involuntary context switches of all the hop's threads
+#      (/proc/PID/task/*/status) and its user and kernel CPU (/proc/PID/stat) per request.
+# Needs `perf` with tracepoint access (root, or kernel.perf_event_paranoid ≤ 1) and the
+# tools of bench/run.sh.
+#
+# Env: DURATION (s, 4), MODE (shadow), WORKLOADS (chat_2k), MMGATE and FAKE_VLLM (prebuilt
+#      binaries; otherwise built), NO_INSTALL=1 (never apt-get).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+DURATION=${DURATION:-4} MODE=${MODE:-shadow} WORKLOADS=${WORKLOADS:-chat_2k}
+
+log() { printf '[syscalls.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+PATH=$PATH:/usr/sbin:/sbin
+source bench/common.sh
+install_missing wrk haproxy curl
+command -v perf >/dev/null || { echo "perf is required (Debian: apt-get install linux-perf)" >&2; exit 2; }
+perf stat -e raw_syscalls:sys_enter -o /dev/null -- true 2>/dev/null \
+  || { echo "perf cannot read tracepoints here (try as root)" >&2; exit 2; }
+
+if [ -z "${MMGATE:-}" ] || [ -z "${FAKE_VLLM:-}" ]; then
+  log "cargo build --release --bin mmgate --example fake_vllm"
+  cargo build --release --bin mmgate --example fake_vllm
+fi
+MMGATE=${MMGATE:-$ROOT/target/release/mmgate}
+FAKE_VLLM=${FAKE_VLLM:-$ROOT/target/release/examples/fake_vllm}
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/mmgate-syscalls.XXXXXX")
+PIDS=()
+cleanup() {
+  local p
+  for p in ${PIDS[@]+"${PIDS[@]}"}; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in ${PIDS[@]+"${PIDS[@]}"}; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$W"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+read -r UP HAP PORT ADMIN <<<"$(free_ports 4)"
+python3 bench/bodies.py "$W" >/dev/null
+"$FAKE_VLLM" "127.0.0.1:$UP" 2>"$W/fake_vllm.err" & PIDS+=($!)
+wait_http "http://127.0.0.1:$UP/health" fake_vllm
+
+cat >"$W/haproxy.cfg" <<HAP
+global
+  nbthread 2
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 2s
+  timeout client 60s
+  timeout server 60s
+  timeout http-keep-alive 60s
+  http-reuse always
+frontend fe
+  bind 127.0.0.1:$HAP
+  default_backend vllm
+backend vllm
+  server up1 127.0.0.1:$UP
+HAP
+haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.log" 2>&1 & H=$!; PIDS+=("$H")
+wait_http "http://127.0.0.1:$HAP/health" haproxy
+
+cat >"$W/policy.toml" <<TOML
+[listen]
+addr = "127.0.0.1:$PORT"
+admin = "127.0.0.1:$ADMIN"
+[upstream]
+url = "http://127.0.0.1:$UP"
+[gate]
+default = "$MODE"
+[vllm]
+served_models = ["tiny"]
+discover_models = false
+discover_routes = false
+[reload]
+watch = false
+TOML
+"$MMGATE" serve --policy "$W/policy.toml" --drain-seconds 1 >/dev/null 2>"$W/mmgate.err" & M=$!
+PIDS+=("$M")
+wait_http "http://127.0.0.1:$ADMIN/readyz" mmgate
+
+# Sums over all threads of PID: voluntary and involuntary switches, utime and stime ticks.
+counters() { # PID
+  local t v n u s sv=0 sn=0 su=0 ss=0
+  for t in /proc/"$1"/task/*; do
+    read -r v n < <(awk '/^voluntary_ctxt/{v=$2} /^nonvoluntary_ctxt/{n=$2} END{print v, n}' "$t/status")
+    read -r u s < <(awk '{print $14, $15}' "$t/stat")
+    sv=$((sv + v)) sn=$((sn + n)) su=$((su + u)) ss=$((ss + s))
+  done
+  echo "$sv $sn $su $ss"
+}
+requests() { sed -n 's/.*RESULT requests=\([0-9]*\).*/\1/p'; }
+drive() { # URL BODY SECONDS
+  wrk -t2 -c32 -d"$3"s --timeout 10s -s bench/post.lua "$1" -- "$2" 2>&1
+}
+
+TICK=$(getconf CLK_TCK)
+printf '| workload | hop | system calls / request | of which | voluntary switches / request | involuntary switches / request | user µs / request | kernel µs / request |\n|---|---|---:|---|---:|---:|---:|---:|\n' >"$W/table"
+for workload in $WORKLOADS; do
+  for hop in haproxy "mmgate_$MODE"; do
+    case $hop in
+      haproxy) pid=$H url=http://127.0.0.1:$HAP/v1/chat/completions ;;
+      *) pid=$M url=http://127.0.0.1:$PORT/v1/chat/completions ;;
+    esac
+    body=$W/$workload.json
+    drive "$url" "$body" 1 >/dev/null
+    perf stat -x, -e 'syscalls:sys_enter_*' -p "$pid" -o "$W/perf.txt" & perf=$!
+    traced=$(drive "$url" "$body" "$DURATION")
+    kill -INT "$perf"; wait "$perf" 2>/dev/null || true
+    n=$(requests <<<"$traced")
+    [ -n "$n" ] && [ "$n" -gt 0 ] || { echo "$hop $workload: wrk failed: $traced" >&2; exit 1; }
+    # Total per request, then each kind at 0.05 or more per request, most frequent first.
+    calls=$(awk -F, -v n="$n" '$1 + 0 > 0 { t += $1 } END { printf "%.2f", t / n }' "$W/perf.txt")
+    kinds=$(awk -F, -v n="$n" '$1 + 0 >= 0.05 * n { sub("syscalls:sys_enter_", "", $3); printf "%.2f %s\n", $1 / n, $3 }' \
+      "$W/perf.txt" | sort -rn | awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $2, $1 }')
+    read -r v0 n0 u0 s0 < <(counters "$pid")
+    plain=$(drive "$url" "$body" "$DURATION")
+    read -r v1 n1 u1 s1 < <(counters "$pid")
+    m=$(requests <<<"$plain")
+    [ -n "$m" ] && [ "$m" -gt 0 ] || { echo "$hop $workload: wrk failed: $plain" >&2; exit 1; }
+    row=$(awk -v m="$m" -v t="$TICK" -v dv=$((v1 - v0)) -v dn=$((n1 - n0)) \
+      -v du=$((u1 - u0)) -v ds=$((s1 - s0)) \
+      'BEGIN { printf "%.3f | %.3f | %.1f | %.1f", dv / m, dn / m, du * 1e6 / t / m, ds * 1e6 / t / m }')
+    log "$workload $hop: $calls system calls per request"
+    printf '| %s | %s | %s | %s | %s |\n' "$workload" "$hop" "$calls" "$kinds" "$row" >>"$W/table"
+  done
+done
+echo
+cat "$W/table"
