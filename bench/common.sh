@@ -1,4 +1,5 @@
-# Helpers shared by the bench scripts (sourced; each script defines `log` and `W` first).
+# Helpers shared by the bench scripts (sourced from the project root; each script defines
+# `log` first, and `W` itself or with `work_dir`).
 
 # Installs the Debian packages of the given commands when they are missing (`apt-get`,
 # noninteractive); with NO_INSTALL=1 a missing command is an error instead.
@@ -32,4 +33,72 @@ wait_http() { # URL [NAME]
     curl -s -o /dev/null --max-time 1 "$1" && return 0; sleep 0.1
   done
   echo "${2:-$1} did not come up; logs in $W" >&2; ls -l "$W" >&2; exit 1
+}
+
+# Sets MMGATE and FAKE_VLLM: the prebuilt binaries when both are given, else a release build
+# of both (run from the project root).
+build_binaries() {
+  if [ -n "${MMGATE:-}" ] && [ -n "${FAKE_VLLM:-}" ]; then
+    log "using MMGATE=$MMGATE FAKE_VLLM=$FAKE_VLLM"
+    return 0
+  fi
+  log "cargo build --release --bin mmgate --example fake_vllm"
+  cargo build --release --bin mmgate --example fake_vllm
+  MMGATE=$PWD/target/release/mmgate FAKE_VLLM=$PWD/target/release/examples/fake_vllm
+}
+
+# haproxy as every bench measures it: `mode http`, 2 threads, upstream connections reused.
+haproxy_config() { # FILE PORT UPSTREAM_PORT
+  cat >"$1" <<HAP
+global
+  nbthread 2
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 2s
+  timeout client 60s
+  timeout server 60s
+  timeout http-keep-alive 60s
+  http-reuse always
+frontend fe
+  bind 127.0.0.1:$2
+  default_backend vllm
+backend vllm
+  server up1 127.0.0.1:$3
+HAP
+}
+
+# The mmgate policy every bench measures: one upstream, `gate.default` = MODE, facts fixed
+# (the fake vLLM's /openapi.json is not vLLM's: no discovery), no file watching.
+mmgate_policy() { # FILE PORT ADMIN_PORT UPSTREAM_PORT MODE
+  cat >"$1" <<TOML
+[listen]
+addr = "127.0.0.1:$2"
+admin = "127.0.0.1:$3"
+[upstream]
+url = "http://127.0.0.1:$4"
+[gate]
+default = "$5"
+[vllm]
+served_models = ["tiny"]
+discover_models = false
+discover_routes = false
+[reload]
+watch = false
+TOML
+}
+
+# Makes the work directory W and the list PIDS: on exit, every process in PIDS is sent TERM
+# and waited for, and W is removed.
+work_dir() { # NAME
+  W=$(mktemp -d "${TMPDIR:-/tmp}/mmgate-$1.XXXXXX")
+  PIDS=()
+  trap stop_all EXIT
+  trap 'exit 130' INT TERM
+}
+stop_all() {
+  local p
+  for p in ${PIDS[@]+"${PIDS[@]}"}; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in ${PIDS[@]+"${PIDS[@]}"}; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$W"
 }

@@ -20,7 +20,6 @@
 #      FAKE_VLLM (prebuilt binaries; otherwise built), NO_INSTALL=1 (never apt-get).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 DURATION=${DURATION:-8} MODES=${MODES:-shadow pass} WORKLOADS=${WORKLOADS:-chat_2k chat_2k_sse}
 
 log() { printf '[instructions.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -28,23 +27,9 @@ log() { printf '[instructions.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 source bench/common.sh
 install_missing wrk valgrind curl
 
-if [ -z "${MMGATE:-}" ] || [ -z "${FAKE_VLLM:-}" ]; then
-  log "cargo build --release --bin mmgate --example fake_vllm"
-  cargo build --release --bin mmgate --example fake_vllm
-fi
-MMGATE=${MMGATE:-$ROOT/target/release/mmgate}
-FAKE_VLLM=${FAKE_VLLM:-$ROOT/target/release/examples/fake_vllm}
+build_binaries
 
-W=$(mktemp -d "${TMPDIR:-/tmp}/mmgate-instructions.XXXXXX")
-PIDS=()
-cleanup() {
-  local p
-  for p in ${PIDS[@]+"${PIDS[@]}"}; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in ${PIDS[@]+"${PIDS[@]}"}; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$W"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+work_dir instructions
 
 read -r UP PORT ADMIN <<<"$(free_ports 3)"
 python3 bench/bodies.py "$W" >/dev/null
@@ -59,21 +44,7 @@ field() { # NAME < post.lua's RESULT line -> the value
 
 printf '| mode | workload | requests | instructions / request |\n|---|---|---:|---:|\n' >"$W/table"
 for mode in $MODES; do
-  cat >"$W/policy.toml" <<TOML
-[listen]
-addr = "127.0.0.1:$PORT"
-admin = "127.0.0.1:$ADMIN"
-[upstream]
-url = "http://127.0.0.1:$UP"
-[gate]
-default = "$mode"
-[vllm]
-served_models = ["tiny"]
-discover_models = false
-discover_routes = false
-[reload]
-watch = false
-TOML
+  mmgate_policy "$W/policy.toml" "$PORT" "$ADMIN" "$UP" "$mode"
   for workload in $WORKLOADS; do
     out="$W/callgrind.$mode.$workload"
     valgrind --tool=callgrind --callgrind-out-file="$out" \

@@ -41,13 +41,7 @@ install_missing wrk nginx haproxy curl
 command -v python3 >/dev/null || { echo "python3 is required" >&2; exit 2; }
 
 # 2. Binaries: release mmgate and examples/fake_vllm.
-if [ -n "${MMGATE:-}" ] && [ -n "${FAKE_VLLM:-}" ]; then
-  log "using MMGATE=$MMGATE FAKE_VLLM=$FAKE_VLLM"
-else
-  log "cargo build --release --bin mmgate --example fake_vllm"
-  cargo build --release --bin mmgate --example fake_vllm
-  MMGATE=$ROOT/target/release/mmgate FAKE_VLLM=$ROOT/target/release/examples/fake_vllm
-fi
+build_binaries
 
 mkdir -p "$OUT"
 W=$(mktemp -d "${TMPDIR:-/tmp}/mmgate-bench.XXXXXX")
@@ -126,44 +120,14 @@ start_nginx() { # NAME PORT on|off
 [[ " $TARGETS " == *" nginx_nobuf "* ]] && start_nginx nginx_nobuf "$P_NGN" off
 
 if [[ " $TARGETS " == *" haproxy "* ]]; then
-  cat >"$W/haproxy.cfg" <<HAP
-global
-  nbthread 2
-  maxconn 4096
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 60s
-  timeout server 60s
-  timeout http-keep-alive 60s
-  http-reuse always
-frontend fe
-  bind 127.0.0.1:$P_HAP
-  default_backend vllm
-backend vllm
-  server up1 127.0.0.1:$UP
-HAP
+  haproxy_config "$W/haproxy.cfg" "$P_HAP" "$UP"
   haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.log" 2>&1 & pid=$!; PIDS+=("$pid")
   URL[haproxy]=http://127.0.0.1:$P_HAP; HOP[haproxy]=$pid
   wait_http "${URL[haproxy]}/health" haproxy
 fi
 
 start_mmgate() { # MODE PORT ADMIN
-  cat >"$W/mmgate_$1.toml" <<TOML
-[listen]
-addr = "127.0.0.1:$2"
-admin = "127.0.0.1:$3"
-[upstream]
-url = "http://127.0.0.1:$UP"
-[gate]
-default = "$1"
-[vllm]
-served_models = ["tiny"]   # the fake vLLM's /openapi.json is not vLLM's: no discovery
-discover_models = false
-discover_routes = false
-[reload]
-watch = false
-TOML
+  mmgate_policy "$W/mmgate_$1.toml" "$2" "$3" "$UP" "$1"
   # Offending-request log lines (one per request in shadow/strip/reject) go to /dev/null.
   "$MMGATE" serve --policy "$W/mmgate_$1.toml" --drain-seconds 1 >/dev/null 2>"$W/mmgate_$1.err" &
   local pid=$!; PIDS+=("$pid")

@@ -19,7 +19,6 @@
 #      binaries; otherwise built), NO_INSTALL=1 (never apt-get).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 DURATION=${DURATION:-4} MODE=${MODE:-shadow} WORKLOADS=${WORKLOADS:-chat_2k}
 
 log() { printf '[syscalls.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -31,64 +30,20 @@ command -v perf >/dev/null || { echo "perf is required (Debian: apt-get install 
 perf stat -e raw_syscalls:sys_enter -o /dev/null -- true 2>/dev/null \
   || { echo "perf cannot read tracepoints here (try as root)" >&2; exit 2; }
 
-if [ -z "${MMGATE:-}" ] || [ -z "${FAKE_VLLM:-}" ]; then
-  log "cargo build --release --bin mmgate --example fake_vllm"
-  cargo build --release --bin mmgate --example fake_vllm
-fi
-MMGATE=${MMGATE:-$ROOT/target/release/mmgate}
-FAKE_VLLM=${FAKE_VLLM:-$ROOT/target/release/examples/fake_vllm}
+build_binaries
 
-W=$(mktemp -d "${TMPDIR:-/tmp}/mmgate-syscalls.XXXXXX")
-PIDS=()
-cleanup() {
-  local p
-  for p in ${PIDS[@]+"${PIDS[@]}"}; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in ${PIDS[@]+"${PIDS[@]}"}; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$W"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+work_dir syscalls
 
 read -r UP HAP PORT ADMIN <<<"$(free_ports 4)"
 python3 bench/bodies.py "$W" >/dev/null
 "$FAKE_VLLM" "127.0.0.1:$UP" 2>"$W/fake_vllm.err" & PIDS+=($!)
 wait_http "http://127.0.0.1:$UP/health" fake_vllm
 
-cat >"$W/haproxy.cfg" <<HAP
-global
-  nbthread 2
-  maxconn 4096
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 60s
-  timeout server 60s
-  timeout http-keep-alive 60s
-  http-reuse always
-frontend fe
-  bind 127.0.0.1:$HAP
-  default_backend vllm
-backend vllm
-  server up1 127.0.0.1:$UP
-HAP
+haproxy_config "$W/haproxy.cfg" "$HAP" "$UP"
 haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.log" 2>&1 & H=$!; PIDS+=("$H")
 wait_http "http://127.0.0.1:$HAP/health" haproxy
 
-cat >"$W/policy.toml" <<TOML
-[listen]
-addr = "127.0.0.1:$PORT"
-admin = "127.0.0.1:$ADMIN"
-[upstream]
-url = "http://127.0.0.1:$UP"
-[gate]
-default = "$MODE"
-[vllm]
-served_models = ["tiny"]
-discover_models = false
-discover_routes = false
-[reload]
-watch = false
-TOML
+mmgate_policy "$W/policy.toml" "$PORT" "$ADMIN" "$UP" "$MODE"
 "$MMGATE" serve --policy "$W/policy.toml" --drain-seconds 1 >/dev/null 2>"$W/mmgate.err" & M=$!
 PIDS+=("$M")
 wait_http "http://127.0.0.1:$ADMIN/readyz" mmgate
