@@ -41,7 +41,8 @@ async fn reloads(gw: &mmgate::server::Running, result: &str) -> f64 {
 #[tokio::test]
 async fn a_valid_policy_is_swapped_in_and_an_invalid_one_keeps_the_old_serving() {
     let fake = FakeVllm::start().await;
-    let path = scratch("valid").join("policy.toml");
+    let dir = scratch("valid");
+    let path = dir.join("policy.toml");
     write_policy(&path, &policy(&fake, "shadow", ""));
     let gw = start(&path, None).await;
     let c = client();
@@ -99,7 +100,8 @@ async fn an_open_stream_finishes_under_the_old_policy_while_new_requests_use_the
         ..Default::default()
     })
     .await;
-    let path = scratch("stream").join("policy.toml");
+    let dir = scratch("stream");
+    let path = dir.join("policy.toml");
     write_policy(&path, &policy(&fake, "shadow", ""));
     let gw = start(&path, None).await;
 
@@ -124,7 +126,8 @@ async fn an_open_stream_finishes_under_the_old_policy_while_new_requests_use_the
 #[tokio::test]
 async fn a_surviving_clients_rate_limit_is_not_refilled_by_a_reload() {
     let fake = FakeVllm::start().await;
-    let path = scratch("rate").join("policy.toml");
+    let dir = scratch("rate");
+    let path = dir.join("policy.toml");
     let key = hex::encode(mmgate::config::digest("sk-rate"));
     let client_table =
         format!("[clients.app]\nkey_sha256 = [\"{key}\"]\nrate_per_second = 1\nburst = 1\n");
@@ -149,7 +152,8 @@ async fn a_surviving_clients_rate_limit_is_not_refilled_by_a_reload() {
 #[tokio::test]
 async fn the_file_watcher_reloads_a_changed_policy() {
     let fake = FakeVllm::start().await;
-    let path = scratch("watch").join("policy.toml");
+    let dir = scratch("watch");
+    let path = dir.join("policy.toml");
     let watching = |mode: &str| {
         format!(
             "[upstream]\nurl = \"{}\"\n[gate]\ndefault = \"{mode}\"\n[reload]\ninterval_ms = 20\n",
@@ -219,7 +223,8 @@ async fn sighup_reloads_the_real_binary() {
             .unwrap()
     };
     let (listen, admin) = (free(), free());
-    let path = scratch("sighup").join("policy.toml");
+    let dir = scratch("sighup");
+    let path = dir.join("policy.toml");
     let text = |mode: &str| {
         format!(
             "[listen]\naddr = \"{listen}\"\nadmin = \"{admin}\"\n{}",

@@ -24,13 +24,30 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 static SCRATCH: AtomicUsize = AtomicUsize::new(0);
 
-/// A fresh scratch directory for one test.
-pub fn scratch(name: &str) -> PathBuf {
+/// A fresh scratch directory for one test, removed with everything in it when dropped.
+pub fn scratch(name: &str) -> Scratch {
     let n = SCRATCH.fetch_add(1, Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("mmgate-tls-{}-{name}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
+}
+
+/// A scratch directory (see [`scratch`]); derefs to its path.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
