@@ -53,7 +53,8 @@ counters() { # PID
   local t v n u s sv=0 sn=0 su=0 ss=0
   for t in /proc/"$1"/task/*; do
     read -r v n < <(awk '/^voluntary_ctxt/{v=$2} /^nonvoluntary_ctxt/{n=$2} END{print v, n}' "$t/status")
-    read -r u s < <(awk '{print $14, $15}' "$t/stat")
+    # utime and stime are fields 14 and 15, counted after "PID (COMM) " whatever COMM holds.
+    read -r u s < <(sed 's/.*) //' "$t/stat" | awk '{print $12, $13}')
     sv=$((sv + v)) sn=$((sn + n)) su=$((su + u)) ss=$((ss + s))
   done
   echo "$sv $sn $su $ss"
