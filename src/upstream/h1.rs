@@ -510,6 +510,9 @@ impl Chunked {
         loop {
             match self.state {
                 State::Size => {
+                    if burst(buf, &mut out) {
+                        continue;
+                    }
                     let Some(end) = memchr::memchr(b'\n', buf) else {
                         if buf.len() > MAX_LINE {
                             return Err("chunk-size line too long");
@@ -609,19 +612,28 @@ const SPLIT_MIN: usize = 4 << 10;
 impl Merged {
     /// Moves the first `n` bytes of `buf` to the decoded data.
     fn take_from(&mut self, buf: &mut BytesMut, n: usize) {
-        if self.first.is_none() && self.rest.is_none() && (n == buf.len() || n >= SPLIT_MIN) {
+        if self.is_empty() && (n == buf.len() || n >= SPLIT_MIN) {
             self.first = Some(buf.split_to(n).freeze());
             return;
         }
+        self.copy(&buf[..n], buf.len());
+        buf.advance(n);
+    }
+
+    /// Appends a copy of `data`; the buffer, made on first use, has room for `room` more.
+    fn copy(&mut self, data: &[u8], room: usize) {
         let first = &mut self.first;
         let all = self.rest.get_or_insert_with(|| {
             let before = first.take().unwrap_or_default();
-            let mut all = BytesMut::with_capacity(before.len() + buf.len());
+            let mut all = BytesMut::with_capacity(before.len() + room);
             all.extend_from_slice(&before);
             all
         });
-        all.extend_from_slice(&buf[..n]);
-        buf.advance(n);
+        all.extend_from_slice(data);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none() && self.rest.is_none()
     }
 
     fn take(&mut self) -> Option<Bytes> {
@@ -632,13 +644,59 @@ impl Merged {
     }
 }
 
+/// Takes the whole chunks at the start of `buf` that have a bare size line (`HEX CRLF`) in
+/// one pass: their data is copied to `out` and the buffer advanced once. That is an SSE
+/// burst, many small chunks in one read. It stops before a chunk that is not whole, has
+/// extensions, is the last one, or is malformed (the state machine takes those, and reports
+/// the errors), and before a large first piece (split off, not copied). Returns whether it
+/// took any.
+fn burst(buf: &mut BytesMut, out: &mut Merged) -> bool {
+    let b = &buf[..];
+    let mut pos = 0;
+    while let Some((size, digits)) = hex_prefix(&b[pos..]) {
+        // At most 15 hex digits: the size fits a 64-bit usize.
+        let n = usize::try_from(size).unwrap_or(usize::MAX);
+        let start = pos + digits + 2;
+        if n == 0 || b.get(start - 2..start) != Some(b"\r\n") || (out.is_empty() && n >= SPLIT_MIN)
+        {
+            break;
+        }
+        let Some(end) = start
+            .checked_add(n)
+            .filter(|&end| b.get(end..).is_some_and(|r| r.starts_with(b"\r\n")))
+        else {
+            break;
+        };
+        out.copy(&b[start..end], b.len() - pos);
+        pos = end + 2;
+    }
+    if pos == 0 {
+        return false;
+    }
+    buf.advance(pos);
+    true
+}
+
 /// The size on a chunk-size line (`HEX [; extensions] CRLF`), at most 15 hex digits.
 fn chunk_size(line: &[u8]) -> Result<u64, &'static str> {
     let line = line
         .strip_suffix(b"\r\n")
         .ok_or("chunk-size line without CRLF")?;
+    let (size, digits) = hex_prefix(line)
+        .filter(|&(_, digits)| digits > 0)
+        .ok_or("invalid chunk size")?;
+    let rest = line[digits..].trim_ascii_start();
+    if !rest.is_empty() && rest[0] != b';' {
+        return Err("invalid chunk size");
+    }
+    Ok(size)
+}
+
+/// The number in the hex digits `b` starts with, and how many there are (maybe none);
+/// `None` past 15 digits.
+fn hex_prefix(b: &[u8]) -> Option<(u64, usize)> {
     let (mut size, mut digits) = (0u64, 0);
-    for &c in line {
+    for &c in b {
         let value = match c {
             b'0'..=b'9' => c - b'0',
             b'a'..=b'f' => c - b'a' + 10,
@@ -646,19 +704,12 @@ fn chunk_size(line: &[u8]) -> Result<u64, &'static str> {
             _ => break,
         };
         if digits == 15 {
-            return Err("invalid chunk size");
+            return None;
         }
         size = size << 4 | u64::from(value);
         digits += 1;
     }
-    if digits == 0 {
-        return Err("invalid chunk size");
-    }
-    let rest = line[digits..].trim_ascii_start();
-    if !rest.is_empty() && rest[0] != b';' {
-        return Err("invalid chunk size");
-    }
-    Ok(size)
+    Some((size, digits))
 }
 
 fn push_field(head: &mut Vec<u8>, name: &[u8], value: &[u8]) {

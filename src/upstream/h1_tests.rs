@@ -34,10 +34,20 @@ fn decode_in_pieces(wire: &[u8], cuts: &[usize]) -> Result<(Vec<u8>, Option<Head
 }
 
 fn encode(chunks: &[Vec<u8>], ext: bool, trailers: &[(&str, &str)]) -> Vec<u8> {
+    encode_hex(chunks, ext, trailers, false)
+}
+
+/// As `encode`, with the sizes in lower-case hex when `lower`.
+fn encode_hex(chunks: &[Vec<u8>], ext: bool, trailers: &[(&str, &str)], lower: bool) -> Vec<u8> {
     let mut wire = Vec::new();
     for c in chunks.iter().filter(|c| !c.is_empty()) {
         let ext = if ext { " ;name=value" } else { "" };
-        wire.extend_from_slice(format!("{:X}{ext}\r\n", c.len()).as_bytes());
+        let size = if lower {
+            format!("{:x}", c.len())
+        } else {
+            format!("{:X}", c.len())
+        };
+        wire.extend_from_slice(format!("{size}{ext}\r\n").as_bytes());
         wire.extend_from_slice(c);
         wire.extend_from_slice(b"\r\n");
     }
@@ -60,9 +70,10 @@ proptest! {
         cuts in prop::collection::vec(any::<usize>(), 0..20),
         ext in any::<bool>(),
         with_trailer in any::<bool>(),
+        lower in any::<bool>(),
     ) {
         let trailers: &[(&str, &str)] = if with_trailer { &[("x-check", "abc")] } else { &[] };
-        let wire = encode(&chunks, ext, trailers);
+        let wire = encode_hex(&chunks, ext, trailers, lower);
         let (data, got) = decode_in_pieces(&wire, &cuts).unwrap();
         prop_assert_eq!(data, chunks.concat());
         prop_assert_eq!(got.map(|t| t["x-check"].clone()), with_trailer.then(|| HeaderValue::from_static("abc")));
@@ -95,6 +106,14 @@ fn invalid_chunked_bodies_are_errors() {
         b"fffffffffffffffff\r\n",
         b"-5\r\n",
         b"0\r\nno colon\r\n\r\n",
+        // The same faults after whole chunks that are taken in one pass (an SSE burst).
+        b"1\r\na\r\n2\r\nbc\r\n5\r\nhelloXX0\r\n\r\n",
+        b"1\r\na\r\n5 x\r\nhello\r\n0\r\n\r\n",
+        b"1\r\na\r\n5\nhello\r\n0\r\n\r\n",
+        b"1\r\na\r\nfffffffffffffffff\r\n",
+        b"1\r\na\r\n-5\r\n",
+        b"1\r\na\r\n0\r\nno colon\r\n\r\n",
+        b"1\r\naXX2\r\nbc\r\n0\r\n\r\n",
     ] {
         assert!(
             decode_in_pieces(wire, &[]).is_err(),
