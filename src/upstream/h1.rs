@@ -510,9 +510,8 @@ impl Chunked {
         loop {
             match self.state {
                 State::Size => {
-                    if burst(buf, &mut out) {
-                        continue;
-                    }
+                    // Whole plain chunks first; what stops that pass is read below.
+                    burst(buf, &mut out);
                     let Some(end) = memchr::memchr(b'\n', buf) else {
                         if buf.len() > MAX_LINE {
                             return Err("chunk-size line too long");
@@ -648,9 +647,8 @@ impl Merged {
 /// one pass: their data is copied to `out` and the buffer advanced once. That is an SSE
 /// burst, many small chunks in one read. It stops before a chunk that is not whole, has
 /// extensions, is the last one, or is malformed (the state machine takes those, and reports
-/// the errors), and before a large first piece (split off, not copied). Returns whether it
-/// took any.
-fn burst(buf: &mut BytesMut, out: &mut Merged) -> bool {
+/// the errors), and before a large first piece (split off, not copied).
+fn burst(buf: &mut BytesMut, out: &mut Merged) {
     let b = &buf[..];
     let mut pos = 0;
     while let Some((size, digits)) = hex_prefix(&b[pos..]) {
@@ -670,11 +668,7 @@ fn burst(buf: &mut BytesMut, out: &mut Merged) -> bool {
         out.copy(&b[start..end], b.len() - pos);
         pos = end + 2;
     }
-    if pos == 0 {
-        return false;
-    }
     buf.advance(pos);
-    true
 }
 
 /// The size on a chunk-size line (`HEX [; extensions] CRLF`), at most 15 hex digits.
