@@ -76,6 +76,9 @@ pub struct Outcome {
     pub upstream_elapsed: Option<Duration>,
 }
 
+/// The client's request id header (a constant name: a lookup by `&str` parses it first).
+const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+
 impl Outcome {
     /// A fresh outcome for a request: its client address, user agent, path and request id
     /// (the client's `x-request-id`, or one made from the connection and `seq`).
@@ -98,7 +101,7 @@ impl Outcome {
             refusal: None,
             user_agent: headers.get(http::header::USER_AGENT).cloned(),
             request_id: RequestId {
-                sent: headers.get("x-request-id").cloned(),
+                sent: headers.get(X_REQUEST_ID).cloned(),
                 conn: conn.id,
                 seq,
             },

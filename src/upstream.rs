@@ -310,21 +310,25 @@ impl http_body::Body for Watched {
 
 /// Removes hop-by-hop headers: the fixed list and every header `Connection` names.
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages carry none: one pass over the names, no lookups.
-    if !headers.keys().any(is_hop_by_hop) {
+    // One pass over the names finds the fixed ones (most messages carry none, and then
+    // nothing is allocated); removing by `HeaderName` skips parsing a name per lookup.
+    let mut named: Vec<HeaderName> = headers
+        .keys()
+        .filter(|n| is_hop_by_hop(n))
+        .cloned()
+        .collect();
+    if named.is_empty() {
         return;
     }
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
-    }
-    for name in HOP_BY_HOP {
+    named.extend(
+        headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok()),
+    );
+    for name in &named {
         headers.remove(name);
     }
 }
