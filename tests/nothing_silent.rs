@@ -81,14 +81,18 @@ fn fate_of(case: &Case, reply: &Reply, received: &[Received]) -> Result<Fate, St
             let want: Vec<&str> = before
                 .members
                 .iter()
-                .map(|m| &*m.name)
+                .map(|m| before.name(m))
                 .filter(|n| !fields.iter().any(|f| f == n))
                 .collect();
-            let kept: Vec<&str> = after.members.iter().map(|m| &*m.name).collect();
+            let kept: Vec<&str> = after.members.iter().map(|m| after.name(m)).collect();
             if kept != want || fields.is_empty() || got.body == case.body[..] {
                 return Err(format!(
                     "header says {fields:?} but members went from {:?} to {kept:?}",
-                    before.members.iter().map(|m| &*m.name).collect::<Vec<_>>()
+                    before
+                        .members
+                        .iter()
+                        .map(|m| before.name(m))
+                        .collect::<Vec<_>>()
                 ));
             }
             if let Ok(Value::Object(mut original)) = serde_json::from_slice::<Value>(&case.body) {

@@ -155,7 +155,7 @@ fn field_sets() -> impl Strategy<Value = Vec<Field>> {
 }
 
 fn names(f: &Findings) -> Vec<&str> {
-    f.members.iter().map(|m| &*m.name).collect()
+    f.members.iter().map(|m| f.name(m)).collect()
 }
 
 /// Grammar tokens for JSON-ish soup: many fragments, most of them in some wrong order.
@@ -210,7 +210,7 @@ proptest! {
         prop_assert_eq!(f1.encoding, f.encoding);
         let kept: Vec<&str> = f.members.iter()
             .filter(|m| !m.field.is_some_and(|x| fields.contains(&x)))
-            .map(|m| &*m.name)
+            .map(|m| f.name(m))
             .collect();
         prop_assert_eq!(names(&f1), kept, "other members stay, in order");
         for x in Field::ALL {

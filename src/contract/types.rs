@@ -108,7 +108,7 @@ impl Declared {
         let mut seen = [0u64; MAX_FIELDS / 64];
         let mut mistyped = None;
         for m in findings.members.iter().rev() {
-            let Some(&i) = self.position.get(&*m.name) else {
+            let Some(&i) = self.position.get(findings.name(m)) else {
                 continue;
             };
             let (word, bit) = (i / 64, 1u64 << (i % 64));

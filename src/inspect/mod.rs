@@ -140,8 +140,8 @@ pub struct Member {
     pub span: Range<usize>,
     /// Which gated field this member is, if any.
     pub field: Option<Field>,
-    /// The decoded key (lossy where it holds lone surrogates).
-    pub name: Box<str>,
+    /// Where the decoded key is in [`Findings::names`] (read it with [`Findings::name`]).
+    name: Range<usize>,
     /// The value's kind.
     pub kind: Kind,
     /// For a string value: whether it could be a number to pydantic (digits, inf, nan).
@@ -159,6 +159,9 @@ pub struct Findings {
     pub facts: Facts,
     /// The top-level members, for the strip rewrite and pydantic's type checks.
     pub members: Vec<Member>,
+    /// The members' decoded keys, one after another (lossy where they hold lone
+    /// surrogates): one buffer instead of a string per member.
+    names: String,
 }
 
 impl Findings {
@@ -167,9 +170,14 @@ impl Findings {
         &self.fields[f.index()]
     }
 
+    /// The decoded key of one of [`Findings::members`].
+    pub fn name(&self, m: &Member) -> &str {
+        &self.names[m.name.clone()]
+    }
+
     /// The last occurrence of a top-level member by name.
     pub fn member(&self, name: &str) -> Option<&Member> {
-        self.members.iter().rev().find(|m| &*m.name == name)
+        self.members.iter().rev().find(|m| self.name(m) == name)
     }
 
     /// The gated fields whose values are truthy, in vLLM's check order.
@@ -221,8 +229,10 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
     sc.ws();
     let mut fields: [FieldFinding; 2] = Default::default();
     let mut facts = Facts::default();
-    // Most requests have a handful of top-level members: one allocation for them.
+    // Most requests have a handful of top-level members: one allocation for them, and one
+    // for their names.
     let mut members = Vec::with_capacity(16);
+    let mut names = Vec::with_capacity(256);
     if sc.peek() != Some(b'{') {
         let kind = sc.value(1)?;
         trailing(&mut sc)?;
@@ -231,8 +241,12 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
     sc.members(1, |sc, key| {
         let start = key.start - 1;
         let name = key_bytes(sc.text(), key);
+        let at = names.len();
         if has_surrogate(&name) {
             facts.surrogate_key = true;
+            names.extend_from_slice(String::from_utf8_lossy(&name).as_bytes());
+        } else {
+            names.extend_from_slice(&name);
         }
         let field = match &name[..] {
             b"mm_processor_kwargs" => Some(Field::MmProcessorKwargs),
@@ -255,7 +269,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
         members.push(Member {
             span: start..sc.pos,
             field,
-            name: lossy(&name).into_boxed_str(),
+            name: at..names.len(),
             kind,
             numeric_str,
         });
@@ -265,11 +279,13 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
     for m in &mut members {
         m.span = decoded.original_offset(m.span.start)..decoded.original_offset(m.span.end);
     }
+    let names = names_text(names);
     Ok(Findings {
         encoding: decoded.encoding,
         fields,
         facts,
         members,
+        names,
     })
 }
 
@@ -297,6 +313,20 @@ fn key_bytes(text: &[u8], key: StrSpan) -> std::borrow::Cow<'_, [u8]> {
 fn has_surrogate(text: &[u8]) -> bool {
     memchr::memchr_iter(0xED, text)
         .any(|i| text.get(i + 1).is_some_and(|b| (0xA0..=0xBF).contains(b)))
+}
+
+/// The member names as text. The scanner validated the body as WTF-8 and names with a
+/// surrogate went in lossily, so this is one UTF-8 check. It stays total all the same: a stray
+/// byte would become `?`, which keeps every name's range on its character boundaries.
+fn names_text(names: Vec<u8>) -> String {
+    String::from_utf8(names).unwrap_or_else(|e| {
+        let mut text = String::with_capacity(e.as_bytes().len());
+        for chunk in e.as_bytes().utf8_chunks() {
+            text.push_str(chunk.valid());
+            text.extend(std::iter::repeat_n('?', chunk.invalid().len()));
+        }
+        text
+    })
 }
 
 /// WTF-8 text as a `String`, each byte of a surrogate replaced by U+FFFD. Text without

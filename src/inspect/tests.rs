@@ -107,3 +107,34 @@ fn decoding_errors_win_over_syntax_errors_wherever_they_are() {
     body.extend_from_slice(b"\xed\xa0\x80\"}");
     assert!(inspect(&body, DEFAULT_MAX_DEPTH).is_ok());
 }
+
+/// Member names come back decoded, a lone surrogate (escaped or raw) as U+FFFD, each name
+/// whole and in body order.
+#[test]
+fn member_names_are_decoded_in_order() {
+    let body = b"{\"a\\u00e9\":1,\"\\ud800x\":2,\"\xed\xb0\x80\":3,\"m\\u006fdel\":\"x\"}";
+    let f = inspect(body, DEFAULT_MAX_DEPTH).unwrap();
+    let names: Vec<&str> = f.members.iter().map(|m| f.name(m)).collect();
+    assert_eq!(
+        names,
+        [
+            "aé",
+            "\u{FFFD}\u{FFFD}\u{FFFD}x",
+            "\u{FFFD}\u{FFFD}\u{FFFD}",
+            "model"
+        ]
+    );
+    assert!(f.facts.surrogate_key);
+    assert_eq!(
+        f.member("model").map(|m| m.kind),
+        Some(Kind::Str { empty: false })
+    );
+}
+
+/// The names buffer is made total: a byte that is not UTF-8 (which the scanner never lets
+/// through) would become `?`, one byte for one, so every range still falls on a boundary.
+#[test]
+fn names_text_keeps_byte_offsets() {
+    assert_eq!(super::names_text(b"ab\xffc\xe2\x82".to_vec()), "ab?c??");
+    assert_eq!(super::names_text("é€".as_bytes().to_vec()), "é€");
+}
