@@ -595,9 +595,9 @@ impl Chunked {
 }
 
 /// The chunk data decoded from one read, as one piece. A piece that is all the read has
-/// left, or a large one, is split off the read buffer when it comes first (no copy); small
-/// pieces (a burst of SSE events) are copied together into a buffer sized once, which costs
-/// less than splitting each off.
+/// left, a large one, or a burst's data gathered in place is split off the read buffer when
+/// it comes first (no copy); later pieces are copied together with it into a buffer sized
+/// once.
 #[derive(Default)]
 struct Merged {
     first: Option<Bytes>,
@@ -617,6 +617,17 @@ impl Merged {
         }
         self.copy(&buf[..n], buf.len());
         buf.advance(n);
+    }
+
+    /// Moves the first `n` bytes of `buf` to the decoded data, splitting them off when they
+    /// come first whatever their length (the data of a burst, gathered at the front).
+    fn split_from(&mut self, buf: &mut BytesMut, n: usize) {
+        if self.is_empty() {
+            self.first = Some(buf.split_to(n).freeze());
+        } else {
+            self.copy(&buf[..n], buf.len());
+            buf.advance(n);
+        }
     }
 
     /// Appends a copy of `data`; the buffer, made on first use, has room for `room` more.
@@ -644,31 +655,35 @@ impl Merged {
 }
 
 /// Takes the whole chunks at the start of `buf` that have a bare size line (`HEX CRLF`) in
-/// one pass: their data is copied to `out` and the buffer advanced once. That is an SSE
-/// burst, many small chunks in one read. It stops before a chunk that is not whole, has
-/// extensions, is the last one, or is malformed (the state machine takes those, and reports
-/// the errors), and before a large first piece (split off, not copied).
+/// one pass: an SSE burst, many small chunks in one read. Their data is moved down over the
+/// framing in place, then split off the buffer at once (or, when `out` already holds data,
+/// copied to it). It stops before a chunk that is not whole, has extensions, is the last
+/// one, or is malformed (the state machine takes those, and reports the errors), and before
+/// a large first piece (split off, not moved).
 fn burst(buf: &mut BytesMut, out: &mut Merged) {
-    let b = &buf[..];
-    let mut pos = 0;
-    while let Some((size, digits)) = hex_prefix(&b[pos..]) {
+    let (mut pos, mut kept) = (0, 0);
+    while let Some((size, digits)) = hex_prefix(&buf[pos..]) {
         // At most 15 hex digits: the size fits a 64-bit usize.
         let n = usize::try_from(size).unwrap_or(usize::MAX);
         let start = pos + digits + 2;
-        if n == 0 || b.get(start - 2..start) != Some(b"\r\n") || (out.is_empty() && n >= SPLIT_MIN)
-        {
+        let first = kept == 0 && out.is_empty();
+        if n == 0 || buf.get(start - 2..start) != Some(b"\r\n") || (first && n >= SPLIT_MIN) {
             break;
         }
         let Some(end) = start
             .checked_add(n)
-            .filter(|&end| b.get(end..).is_some_and(|r| r.starts_with(b"\r\n")))
+            .filter(|&end| buf.get(end..).is_some_and(|r| r.starts_with(b"\r\n")))
         else {
             break;
         };
-        out.copy(&b[start..end], b.len() - pos);
+        buf.copy_within(start..end, kept);
+        kept += n;
         pos = end + 2;
     }
-    buf.advance(pos);
+    if kept > 0 {
+        out.split_from(buf, kept);
+        buf.advance(pos - kept);
+    }
 }
 
 /// The size on a chunk-size line (`HEX [; extensions] CRLF`), at most 15 hex digits.
@@ -691,12 +706,10 @@ fn chunk_size(line: &[u8]) -> Result<u64, &'static str> {
 fn hex_prefix(b: &[u8]) -> Option<(u64, usize)> {
     let (mut size, mut digits) = (0u64, 0);
     for &c in b {
-        let value = match c {
-            b'0'..=b'9' => c - b'0',
-            b'a'..=b'f' => c - b'a' + 10,
-            b'A'..=b'F' => c - b'A' + 10,
-            _ => break,
-        };
+        let value = HEX[usize::from(c)];
+        if value > 0xF {
+            break;
+        }
         if digits == 15 {
             return None;
         }
@@ -705,6 +718,22 @@ fn hex_prefix(b: &[u8]) -> Option<(u64, usize)> {
     }
     Some((size, digits))
 }
+
+/// Each byte's value as a hex digit, or 0xFF for a byte that is not one.
+const HEX: [u8; 256] = {
+    let mut table = [0xFF; 256];
+    let mut c = 0;
+    while c < 256 {
+        table[c] = match c as u8 {
+            d @ b'0'..=b'9' => d - b'0',
+            d @ b'a'..=b'f' => d - b'a' + 10,
+            d @ b'A'..=b'F' => d - b'A' + 10,
+            _ => 0xFF,
+        };
+        c += 1;
+    }
+    table
+};
 
 fn push_field(head: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     head.extend_from_slice(name);
