@@ -50,9 +50,9 @@ pub fn check_strip(data: &[u8]) {
             .members
             .iter()
             .filter(|m| !m.field.is_some_and(|x| fields.contains(&x)))
-            .map(|m| &*m.name)
+            .map(|m| f.name(m))
             .collect();
-        let got: Vec<&str> = f1.members.iter().map(|m| &*m.name).collect();
+        let got: Vec<&str> = f1.members.iter().map(|m| f1.name(m)).collect();
         assert_eq!(got, kept, "other members stay, in order");
         for x in Field::ALL {
             if fields.contains(&x) {
