@@ -392,11 +392,11 @@ fn flush_with(write: impl FnOnce(&[u8])) {
 }
 
 fn log_line(o: &Outcome, ts: &str, route: &'static str, mode: &'static str) {
-    let mut text = line::text(o, ts, route, mode);
-    text.push(b'\n');
+    // Written straight into this thread's batch when it keeps one.
     let held = BATCH.with(|b| {
         b.borrow_mut().as_mut().map(|held| {
-            held.extend_from_slice(&text);
+            line::write(held, o, ts, route, mode);
+            held.push(b'\n');
             held.len()
         })
     });
@@ -404,6 +404,9 @@ fn log_line(o: &Outcome, ts: &str, route: &'static str, mode: &'static str) {
         Some(n) if n >= BATCH_BYTES => flush_log_lines(),
         Some(_) => {}
         None => {
+            let mut text = Vec::with_capacity(384);
+            line::write(&mut text, o, ts, route, mode);
+            text.push(b'\n');
             let _ = std::io::stdout().lock().write_all(&text);
         }
     }

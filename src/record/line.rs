@@ -7,22 +7,21 @@
 
 use super::{user_agent, Outcome};
 
-/// The line for `o`, without its newline.
-pub(super) fn text(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
-    let mut w = Vec::with_capacity(384);
+/// Appends the line for `o`, without its newline, to `w`.
+pub(super) fn write(w: &mut Vec<u8>, o: &Outcome, ts: &str, route: &str, mode: &str) {
     w.extend_from_slice(b"{\"ts\":");
-    string(&mut w, ts);
+    string(w, ts);
     w.extend_from_slice(b",\"event\":\"offending_request\",\"route\":");
-    label(&mut w, route);
+    label(w, route);
     w.extend_from_slice(b",\"path\":");
-    string(&mut w, &o.path);
+    string(w, &o.path);
     w.extend_from_slice(b",\"mode\":");
-    label(&mut w, mode);
+    label(w, mode);
     w.extend_from_slice(b",\"action\":");
-    label(&mut w, o.outcome);
+    label(w, o.outcome);
     w.extend_from_slice(b",\"param\":");
     match o.would_reject {
-        Some(f) => label(&mut w, f.name()),
+        Some(f) => label(w, f.name()),
         None => w.extend_from_slice(b"null"),
     }
     w.extend_from_slice(b",\"fields\":[");
@@ -31,31 +30,38 @@ pub(super) fn text(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
             w.push(b',');
         }
         w.extend_from_slice(b"{\"name\":");
-        label(&mut w, field.name());
+        label(w, field.name());
         w.extend_from_slice(b",\"keys\":");
-        list(&mut w, keys.iter().map(String::as_str), string);
+        list(w, keys.iter().map(String::as_str), string);
         if let Some((_, values)) = o.values.iter().find(|(f, _)| f == field) {
             w.extend_from_slice(b",\"values\":");
             // Writing into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut w, values);
+            let _ = serde_json::to_writer(&mut *w, values);
         }
         w.push(b'}');
     }
     w.extend_from_slice(b"],\"stripped\":");
-    list(&mut w, o.stripped.iter().map(|f| f.name()), label);
+    list(w, o.stripped.iter().map(|f| f.name()), label);
     w.extend_from_slice(b",\"status\":");
-    digits(&mut w, o.status.into(), 10);
+    digits(w, o.status.into(), 10);
     w.extend_from_slice(b",\"client_addr\":");
-    string(&mut w, o.client_addr.to_str().unwrap_or_default());
+    string(w, o.client_addr.to_str().unwrap_or_default());
     w.extend_from_slice(b",\"client\":");
-    string(&mut w, &o.client_id);
+    string(w, &o.client_id);
     w.extend_from_slice(b",\"pool\":");
-    optional(&mut w, o.pool.as_deref());
+    optional(w, o.pool.as_deref());
     w.extend_from_slice(b",\"user_agent\":");
-    optional(&mut w, user_agent(o));
+    optional(w, user_agent(o));
     w.extend_from_slice(b",\"request_id\":");
-    o.request_id.write_json(&mut w);
+    o.request_id.write_json(w);
     w.push(b'}');
+}
+
+/// The line for `o` on its own (for tests).
+#[cfg(test)]
+pub(super) fn text(o: &Outcome, ts: &str, route: &str, mode: &str) -> Vec<u8> {
+    let mut w = Vec::new();
+    write(&mut w, o, ts, route, mode);
     w
 }
 
