@@ -58,8 +58,9 @@ pub struct FieldFinding {
     pub kind: Option<Kind>,
     /// Top-level key names of the value when it is an object, first appearance order, deduplicated.
     pub keys: Vec<String>,
-    /// For an object value: the first key (last-wins) whose value is not an object.
-    pub non_object_member: Option<String>,
+    /// For an object value: the index in `keys` of the first key (last-wins) whose value is
+    /// not an object (read it with [`FieldFinding::non_object_key`]).
+    pub non_object_member: Option<usize>,
     /// How many times the key occurs.
     pub occurrences: u32,
     /// For an object value: each key's value (aligned with `keys`, last duplicate wins).
@@ -70,6 +71,11 @@ impl FieldFinding {
     /// Python truthiness of the value (`getattr(request, name, None)`).
     pub fn truthy(&self) -> bool {
         self.kind.is_some_and(Kind::truthy)
+    }
+
+    /// The first key (last-wins) of an object value whose value is not an object.
+    pub fn non_object_key(&self) -> Option<&str> {
+        self.non_object_member.map(|i| &self.keys[i][..])
     }
 }
 
@@ -351,18 +357,18 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
     }
     // In first-appearance order, last value wins; keys compare as decoded (WTF-8) bytes, so
     // two distinct lone surrogates stay two keys, as in Python.
-    let (mut raw, mut keys, mut objects, mut values) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Each key's decoded bytes (what duplicates compare) with whether its value is an object.
+    let (mut raw, mut keys, mut values): (Vec<(_, bool)>, _, _) =
+        (Vec::new(), Vec::new(), Vec::new());
     let empty = sc.members(2, |sc, key| {
         let name = key_bytes(sc.text(), key);
         let (kind, value) = values::scan_value(sc, 3, true)?;
         let is_object = matches!(kind, Kind::Object { .. });
-        match raw.iter().position(|k| *k == name) {
-            Some(i) => (objects[i], values[i]) = (is_object, value),
+        match raw.iter().position(|(k, _)| *k == name) {
+            Some(i) => (raw[i].1, values[i]) = (is_object, value),
             None => {
                 keys.push(lossy(&name));
-                raw.push(name);
-                objects.push(is_object);
+                raw.push((name, is_object));
                 values.push(value);
             }
         }
@@ -371,7 +377,7 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
     Ok(FieldFinding {
         present: true,
         kind: Some(Kind::Object { empty }),
-        non_object_member: objects.iter().position(|o| !o).map(|i| keys[i].clone()),
+        non_object_member: raw.iter().position(|(_, object)| !object),
         keys,
         occurrences: 0,
         values,

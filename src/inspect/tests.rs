@@ -25,7 +25,7 @@ fn object_keys_are_deduplicated_in_first_order() {
     let f = find(r#"{"media_io_kwargs":{"video":{"n":1},"image":5,"video":{}}}"#);
     let m = f.field(Field::MediaIoKwargs);
     assert_eq!(m.keys, ["video", "image"]);
-    assert_eq!(m.non_object_member.as_deref(), Some("image"));
+    assert_eq!(m.non_object_key(), Some("image"));
     // The last duplicate decides, across escapes; two different lone surrogates are two
     // keys (Python keeps both) though both print as replacement characters.
     let f = find(
@@ -35,7 +35,7 @@ fn object_keys_are_deduplicated_in_first_order() {
     assert_eq!(m.keys.len(), 3);
     assert_eq!(m.keys[1], "image");
     assert_eq!(m.values[1], KwargValue::Number(7.0));
-    assert_eq!(m.non_object_member.as_deref(), Some("image"));
+    assert_eq!(m.non_object_key(), Some("image"));
 }
 
 #[test]

@@ -130,7 +130,7 @@ mod tests {
         assert!(matches!(video[1].1, V::Number(n) if n.is_nan()));
         assert_eq!(video[2].1, V::Nested);
         assert_eq!(io.values[1], V::Bool(true));
-        assert_eq!(io.non_object_member.as_deref(), Some("image"));
+        assert_eq!(io.non_object_key(), Some("image"));
     }
 
     #[test]
