@@ -530,7 +530,8 @@ impl Chunked {
                         break;
                     }
                     let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-                    out.take_from(buf, n);
+                    // All the read holds, or a large piece: split off.
+                    out.take_from(buf, n, n == buf.len() || n >= SPLIT_MIN);
                     self.state = match left - n as u64 {
                         0 => State::DataEnd,
                         rest => State::Data(rest),
@@ -609,25 +610,15 @@ struct Merged {
 const SPLIT_MIN: usize = 4 << 10;
 
 impl Merged {
-    /// Moves the first `n` bytes of `buf` to the decoded data.
-    fn take_from(&mut self, buf: &mut BytesMut, n: usize) {
-        if self.is_empty() && (n == buf.len() || n >= SPLIT_MIN) {
+    /// Moves the first `n` bytes of `buf` to the decoded data: split off the buffer when they
+    /// come first and `split` allows it (no copy), else copied.
+    fn take_from(&mut self, buf: &mut BytesMut, n: usize, split: bool) {
+        if split && self.is_empty() {
             self.first = Some(buf.split_to(n).freeze());
             return;
         }
         self.copy(&buf[..n], buf.len());
         buf.advance(n);
-    }
-
-    /// Moves the first `n` bytes of `buf` to the decoded data, splitting them off when they
-    /// come first whatever their length (the data of a burst, gathered at the front).
-    fn split_from(&mut self, buf: &mut BytesMut, n: usize) {
-        if self.is_empty() {
-            self.first = Some(buf.split_to(n).freeze());
-        } else {
-            self.copy(&buf[..n], buf.len());
-            buf.advance(n);
-        }
     }
 
     /// Appends a copy of `data`; the buffer, made on first use, has room for `room` more.
@@ -681,7 +672,8 @@ fn burst(buf: &mut BytesMut, out: &mut Merged) {
         pos = end + 2;
     }
     if kept > 0 {
-        out.split_from(buf, kept);
+        // Gathered at the front: split off whatever its length.
+        out.take_from(buf, kept, true);
         buf.advance(pos - kept);
     }
 }
