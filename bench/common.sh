@@ -68,6 +68,46 @@ backend vllm
 HAP
 }
 
+# nginx as every bench measures it (`proxy_request_buffering` on or off). WORKERS=1 runs one
+# process without a master (bench/instructions.sh, so valgrind sees every request).
+nginx_conf() { # DIR PORT on|off UPSTREAM_PORT [WORKERS (2)]
+  mkdir -p "$1/tmp"
+  cat >"$1/nginx.conf" <<NGINX
+# 2 worker processes match mmgate's two data-plane threads (nproc = 2 here).
+$( [ "$(id -u)" = 0 ] && echo "user root;" )
+worker_processes ${5:-2};
+daemon off;
+master_process $( [ "${5:-2}" = 1 ] && echo off || echo on );
+pid $1/nginx.pid;
+error_log $1/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  keepalive_timeout 75s;
+  client_max_body_size 64m;
+  client_body_buffer_size 2m;   # bodies up to 2 MiB stay in memory, as in mmgate
+  client_body_temp_path $1/tmp/body;
+  proxy_temp_path $1/tmp/proxy;
+  upstream vllm {
+    server 127.0.0.1:$4;
+    keepalive 64;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen 127.0.0.1:$2;
+    location / {
+      proxy_pass http://vllm;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_request_buffering $3;
+      proxy_buffering off;      # stream responses (SSE) as they come
+    }
+  }
+}
+NGINX
+}
+
 # The mmgate policy every bench measures: one upstream, `gate.default` = MODE, facts fixed
 # (the fake vLLM's /openapi.json is not vLLM's: no discovery), no file watching.
 mmgate_policy() { # FILE PORT ADMIN_PORT UPSTREAM_PORT MODE

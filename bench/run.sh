@@ -72,45 +72,8 @@ wait_http "http://127.0.0.1:$UP/health" fake_vllm
 declare -A URL HOP
 URL[direct]=http://127.0.0.1:$UP; HOP[direct]=
 
-nginx_conf() { # DIR PORT on|off
-  mkdir -p "$1/tmp"
-  cat >"$1/nginx.conf" <<NGINX
-# worker_processes 2 to match mmgate's two tokio workers (nproc = 2 here).
-$( [ "$(id -u)" = 0 ] && echo "user root;" )
-worker_processes 2;
-daemon off;
-master_process on;
-pid $1/nginx.pid;
-error_log $1/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  keepalive_timeout 75s;
-  client_max_body_size 64m;
-  client_body_buffer_size 2m;   # bodies up to 2 MiB stay in memory, as in mmgate
-  client_body_temp_path $1/tmp/body;
-  proxy_temp_path $1/tmp/proxy;
-  upstream vllm {
-    server 127.0.0.1:$UP;
-    keepalive 64;
-    keepalive_requests 1000000;
-  }
-  server {
-    listen 127.0.0.1:$2;
-    location / {
-      proxy_pass http://vllm;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_request_buffering $3;
-      proxy_buffering off;      # stream responses (SSE) as they come
-    }
-  }
-}
-NGINX
-}
 start_nginx() { # NAME PORT on|off
-  nginx_conf "$W/$1" "$2" "$3"
+  nginx_conf "$W/$1" "$2" "$3" "$UP"
   nginx -p "$W/$1" -c "$W/$1/nginx.conf" -e "$W/$1/error.log" 2>>"$W/$1/error.log" &
   local pid=$!; PIDS+=("$pid")
   URL[$1]=http://127.0.0.1:$2; HOP[$1]=$pid
