@@ -59,6 +59,20 @@ fn scalar(b: &[u8], mut i: usize, mut non_ascii: bool) -> Run {
     }
 }
 
+/// The run's end inside a vector block that starts at `at`, if the block has a special
+/// byte: bit `k` of `special` and `high` is byte `at + k`, and `non_ascii` covers the
+/// bytes before the block.
+#[inline(always)]
+fn in_block(at: usize, special: u64, high: u64, non_ascii: bool) -> Option<Run> {
+    (special != 0).then(|| {
+        let k = special.trailing_zeros();
+        Run {
+            end: at + k as usize,
+            non_ascii: non_ascii | (high & ((1u64 << k) - 1) != 0),
+        }
+    })
+}
+
 /// 64-byte blocks with a branch-free OR over each block; the tail byte by byte.
 fn portable(b: &[u8], from: usize) -> Run {
     const BLOCK: usize = 64;
@@ -141,17 +155,34 @@ mod avx2 {
                 let ((sx, hx), (sy, hy)) = (masks(x), masks(y));
                 let special = u64::from(sx) | u64::from(sy) << 32;
                 let high = u64::from(hx) | u64::from(hy) << 32;
-                if special != 0 {
-                    let k = special.trailing_zeros();
-                    non_ascii |= high & ((1u64 << k) - 1) != 0;
-                    return Run {
-                        end: i + k as usize,
-                        non_ascii,
-                    };
+                if let Some(run) = super::in_block(i, special, high, non_ascii) {
+                    return run;
                 }
                 non_ascii |= high != 0;
             }
             i += 64;
+        }
+        if i < b.len() && b.len() >= 64 {
+            // The tail: the text's last 64 bytes, read again from before `i` and shifted
+            // past it, so short strings near the end (the last keys) skip the byte loop.
+            let base = b.len() - 64;
+            // SAFETY: `base + 64 == b.len()`, so both 32-byte reads are inside `b`.
+            let (x, y) = unsafe {
+                let p = b.as_ptr().add(base);
+                (
+                    _mm256_loadu_si256(p.cast()),
+                    _mm256_loadu_si256(p.add(32).cast()),
+                )
+            };
+            let ((sx, hx), (sy, hy)) = (masks(x), masks(y));
+            // `i > base`: the loop above stopped because `i + 64 > b.len()`.
+            let shift = i - base;
+            let special = (u64::from(sx) | u64::from(sy) << 32) >> shift;
+            let high = (u64::from(hx) | u64::from(hy) << 32) >> shift;
+            return super::in_block(i, special, high, non_ascii).unwrap_or(Run {
+                end: b.len(),
+                non_ascii: non_ascii | (high != 0),
+            });
         }
         scalar(b, i, non_ascii)
     }
@@ -204,18 +235,28 @@ mod avx512 {
             if maybe(x) | maybe(y) != 0 {
                 for (at, v) in [(i, x), (i + 64, y)] {
                     let (special, high) = masks(v);
-                    if special != 0 {
-                        let k = special.trailing_zeros();
-                        non_ascii |= high & ((1u64 << k) - 1) != 0;
-                        return Run {
-                            end: at + k as usize,
-                            non_ascii,
-                        };
+                    if let Some(run) = super::in_block(at, special, high, non_ascii) {
+                        return run;
                     }
                     non_ascii |= high != 0;
                 }
             }
             i += 128;
+        }
+        // The tail, shorter than a step: whole 64-byte blocks, the last one read again
+        // from before `i` and shifted past it (as in the AVX2 loop).
+        while i < b.len() && b.len() >= 64 {
+            let base = (b.len() - 64).min(i);
+            // SAFETY: `base + 64 <= b.len()`.
+            let v = unsafe { _mm512_loadu_si512(b.as_ptr().add(base).cast()) };
+            let (special, high) = masks(v);
+            let shift = i - base;
+            let (special, high) = (special >> shift, high >> shift);
+            if let Some(run) = super::in_block(i, special, high, non_ascii) {
+                return run;
+            }
+            non_ascii |= high != 0;
+            i = base + 64;
         }
         scalar(b, i, non_ascii)
     }
@@ -251,11 +292,21 @@ mod tests {
             b"#",
             b"\xc3\xa9\"",
         ];
-        for probe in probes {
-            for at in 0..140 {
-                let mut b = base.clone();
+        // Texts of 200 bytes (blocks and a tail), 64 (one block, no loop step) and 40 (shorter
+        // than any block), a probe at every position, read from near it and near the end.
+        for (len, probe) in [200, 64, 40]
+            .into_iter()
+            .flat_map(|len| probes.iter().map(move |p| (len, p)))
+        {
+            for at in 0..=len - probe.len() {
+                let mut b = base[..len].to_vec();
                 b.splice(at..at + probe.len(), probe.iter().copied());
-                for from in [0, 1, 31, 32, 63, 64, at.saturating_sub(1), at] {
+                let near_end = [len - 1, len - 33, len.saturating_sub(65), len];
+                for from in [0, 1, 31, 32, 63, 64, at.saturating_sub(1), at]
+                    .into_iter()
+                    .chain(near_end)
+                    .filter(|&f| f <= len)
+                {
                     let want = reference(&b, from);
                     assert_eq!(
                         portable(&b, from),
@@ -272,6 +323,12 @@ mod tests {
                         // SAFETY: the CPU has AVX2.
                         let got = unsafe { avx2::plain_run(&b, from) };
                         assert_eq!(got, want, "avx2 {probe:?} at {at} from {from}");
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    if std::arch::is_x86_feature_detected!("avx512bw") {
+                        // SAFETY: the CPU has AVX-512BW.
+                        let got = unsafe { avx512::plain_run(&b, from) };
+                        assert_eq!(got, want, "avx512 {probe:?} at {at} from {from}");
                     }
                 }
             }
