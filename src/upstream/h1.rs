@@ -226,22 +226,46 @@ impl Conn {
                 .map_err(|_| protocol(format!("invalid status code {code}")))?;
             let http10 = parsed.version == Some(0);
             let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+            let mut present = Present::default();
             for f in parsed.headers.iter() {
                 let name = HeaderName::from_bytes(f.name.as_bytes())
                     .map_err(|_| protocol(format!("invalid header name {:?}", f.name)))?;
                 let value = HeaderValue::from_bytes(f.value)
                     .map_err(|_| protocol(format!("invalid value of header {name}")))?;
+                present.note(&name);
                 headers.append(name, value);
             }
             self.buf.advance(len);
             if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
                 continue;
             }
-            let framing = Framing::of(method, status, &headers, http10).map_err(protocol)?;
+            let framing =
+                Framing::of(method, status, &headers, present, http10).map_err(protocol)?;
             let mut res = Response::new(());
             *res.status_mut() = status;
             *res.headers_mut() = headers;
             return Ok(Some((res, framing)));
+        }
+    }
+}
+
+/// Which framing fields a response head has, noted as its fields are parsed: the framing is
+/// then read without looking up the fields that are absent (most heads have one of three).
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Present {
+    connection: bool,
+    transfer_encoding: bool,
+    content_length: bool,
+}
+
+impl Present {
+    pub(super) fn note(&mut self, name: &HeaderName) {
+        if *name == header::CONNECTION {
+            self.connection = true;
+        } else if *name == header::TRANSFER_ENCODING {
+            self.transfer_encoding = true;
+        } else if *name == header::CONTENT_LENGTH {
+            self.content_length = true;
         }
     }
 }
@@ -268,13 +292,15 @@ impl Framing {
         method: &Method,
         status: StatusCode,
         headers: &HeaderMap,
+        present: Present,
         http10: bool,
     ) -> Result<Framing, String> {
-        let close = headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
+        let close = present.connection
+            && headers
+                .get_all(header::CONNECTION)
+                .iter()
+                .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
         // After a 101 the connection speaks another protocol: never reused. (mmgate drops
         // `Upgrade` from requests as hop-by-hop, so an upstream has no reason to send one.)
         let keep_alive = !close && !http10 && status != StatusCode::SWITCHING_PROTOCOLS;
@@ -288,14 +314,17 @@ impl Framing {
                 keep_alive,
             });
         }
-        if let Some(last) = headers
-            .get_all(header::TRANSFER_ENCODING)
-            .iter()
-            .next_back()
-        {
+        let coding = match present.transfer_encoding {
+            true => headers
+                .get_all(header::TRANSFER_ENCODING)
+                .iter()
+                .next_back(),
+            false => None,
+        };
+        if let Some(last) = coding {
             let chunked = crate::framing::ends_chunked(last.as_bytes());
             // With both, Transfer-Encoding wins and the connection is not reused (RFC 9112 §6.3).
-            let reuse = keep_alive && !headers.contains_key(header::CONTENT_LENGTH);
+            let reuse = keep_alive && !present.content_length;
             return Ok(match chunked {
                 true => Framing {
                     kind: Kind::Chunked(Chunked::default()),
@@ -308,7 +337,10 @@ impl Framing {
             });
         }
         let mut length = None;
-        for v in headers.get_all(header::CONTENT_LENGTH) {
+        let lengths = present
+            .content_length
+            .then(|| headers.get_all(header::CONTENT_LENGTH));
+        for v in lengths.into_iter().flatten() {
             for part in v.as_bytes().split(|b| *b == b',') {
                 let n = std::str::from_utf8(part.trim_ascii())
                     .ok()

@@ -152,14 +152,19 @@ fn framing(
     fields: &[(&str, &str)],
     http10: bool,
 ) -> Result<Framing, String> {
-    let mut h = HeaderMap::new();
+    let (mut h, mut present) = (HeaderMap::new(), Present::default());
     for (n, v) in fields {
-        h.append(
-            HeaderName::from_bytes(n.as_bytes()).unwrap(),
-            HeaderValue::from_str(v).unwrap(),
-        );
+        let name = HeaderName::from_bytes(n.as_bytes()).unwrap();
+        present.note(&name);
+        h.append(name, HeaderValue::from_str(v).unwrap());
     }
-    Framing::of(&method, StatusCode::from_u16(status).unwrap(), &h, http10)
+    Framing::of(
+        &method,
+        StatusCode::from_u16(status).unwrap(),
+        &h,
+        present,
+        http10,
+    )
 }
 
 #[test]
@@ -228,6 +233,13 @@ fn response_framing_follows_rfc_9112() {
             &[("connection", "Keep-Alive, close")],
             false,
             "close false",
+        ),
+        (
+            Method::POST,
+            200,
+            &[cl[0], ("connection", "close")],
+            false,
+            "length 5 false",
         ),
         (Method::POST, 200, cl, true, "length 5 false"),
         (Method::GET, 101, &[], false, "none false"),
