@@ -118,6 +118,16 @@ mod avx2 {
         (_mm256_movemask_epi8(special) as u32 & !high, high)
     }
 
+    /// [`masks`] of 64 bytes, `x` then `y`.
+    #[target_feature(enable = "avx2")]
+    fn masks64(x: __m256i, y: __m256i) -> (u64, u64) {
+        let ((sx, hx), (sy, hy)) = (masks(x), masks(y));
+        (
+            u64::from(sx) | u64::from(sy) << 32,
+            u64::from(hx) | u64::from(hy) << 32,
+        )
+    }
+
     /// Bytes that need a closer look, exactly: control characters, `"`, `\` and every
     /// non-ASCII byte, so prose (full of spaces) and base64 alike stay on the fast path.
     /// Two compares: flipping bit 1 maps `"` (0x22) to 0x20 and space and `!` to 0x22 and
@@ -152,9 +162,7 @@ mod avx2 {
             };
             let any = _mm256_or_si256(maybe(x), maybe(y));
             if _mm256_testz_si256(any, any) == 0 {
-                let ((sx, hx), (sy, hy)) = (masks(x), masks(y));
-                let special = u64::from(sx) | u64::from(sy) << 32;
-                let high = u64::from(hx) | u64::from(hy) << 32;
+                let (special, high) = masks64(x, y);
                 if let Some(run) = super::in_block(i, special, high, non_ascii) {
                     return run;
                 }
@@ -174,11 +182,10 @@ mod avx2 {
                     _mm256_loadu_si256(p.add(32).cast()),
                 )
             };
-            let ((sx, hx), (sy, hy)) = (masks(x), masks(y));
+            let (special, high) = masks64(x, y);
             // `i > base`: the loop above stopped because `i + 64 > b.len()`.
             let shift = i - base;
-            let special = (u64::from(sx) | u64::from(sy) << 32) >> shift;
-            let high = (u64::from(hx) | u64::from(hy) << 32) >> shift;
+            let (special, high) = (special >> shift, high >> shift);
             return super::in_block(i, special, high, non_ascii).unwrap_or(Run {
                 end: b.len(),
                 non_ascii: non_ascii | (high != 0),

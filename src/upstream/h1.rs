@@ -268,6 +268,22 @@ impl Present {
             self.content_length = true;
         }
     }
+
+    /// The values of `name`, one of the three, looked up only if the head has it.
+    fn values(
+        self,
+        headers: &HeaderMap,
+        name: HeaderName,
+    ) -> impl DoubleEndedIterator<Item = &HeaderValue> {
+        let seen = if name == header::CONNECTION {
+            self.connection
+        } else if name == header::TRANSFER_ENCODING {
+            self.transfer_encoding
+        } else {
+            self.content_length
+        };
+        seen.then(|| headers.get_all(name)).into_iter().flatten()
+    }
 }
 
 /// How a response body is delimited, and whether the connection outlives it.
@@ -295,12 +311,10 @@ impl Framing {
         present: Present,
         http10: bool,
     ) -> Result<Framing, String> {
-        let close = present.connection
-            && headers
-                .get_all(header::CONNECTION)
-                .iter()
-                .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
+        let close = present
+            .values(headers, header::CONNECTION)
+            .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
         // After a 101 the connection speaks another protocol: never reused. (mmgate drops
         // `Upgrade` from requests as hop-by-hop, so an upstream has no reason to send one.)
         let keep_alive = !close && !http10 && status != StatusCode::SWITCHING_PROTOCOLS;
@@ -314,14 +328,10 @@ impl Framing {
                 keep_alive,
             });
         }
-        let coding = match present.transfer_encoding {
-            true => headers
-                .get_all(header::TRANSFER_ENCODING)
-                .iter()
-                .next_back(),
-            false => None,
-        };
-        if let Some(last) = coding {
+        if let Some(last) = present
+            .values(headers, header::TRANSFER_ENCODING)
+            .next_back()
+        {
             let chunked = crate::framing::ends_chunked(last.as_bytes());
             // With both, Transfer-Encoding wins and the connection is not reused (RFC 9112 §6.3).
             let reuse = keep_alive && !present.content_length;
@@ -337,10 +347,7 @@ impl Framing {
             });
         }
         let mut length = None;
-        let lengths = present
-            .content_length
-            .then(|| headers.get_all(header::CONTENT_LENGTH));
-        for v in lengths.into_iter().flatten() {
+        for v in present.values(headers, header::CONTENT_LENGTH) {
             for part in v.as_bytes().split(|b| *b == b',') {
                 let n = std::str::from_utf8(part.trim_ascii())
                     .ok()
