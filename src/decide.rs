@@ -65,6 +65,9 @@ pub enum Action {
     Forward,
     /// Forward with these fields removed.
     Strip(Vec<Field>),
+    /// Forward with these fields' values replaced by `null` ([`crate::rewrite::nullify`]):
+    /// vLLM refuses the request before its gate, and its error counts the body's members.
+    Nullify(Vec<Field>),
     /// Answer vLLM's gate error for this field.
     RejectGate(Field),
     /// Answer 400: the body cannot be inspected.
@@ -118,7 +121,10 @@ pub fn decide_for(
             client.pool,
         ),
     };
-    let forwards = matches!(action, Action::Forward | Action::Strip(_));
+    let forwards = matches!(
+        action,
+        Action::Forward | Action::Strip(_) | Action::Nullify(_)
+    );
     if forwards && pool_trusted(pool) && !client.trusted {
         return Err(GateError::UntrustedPool);
     }
@@ -140,23 +146,24 @@ pub fn decide(
             .map(|f| f.offending().filter(|o| Some(*o) != except).collect())
             .unwrap_or_default()
     };
-    let fields = match verdict {
+    let (fields, rewrite): (_, fn(Vec<Field>) -> Action) = match verdict {
         Verdict::Accept => return Action::Forward,
         Verdict::Reject(field) if mode == Mode::Reject => return Action::RejectGate(*field),
-        Verdict::Reject(_) => offending(None),
+        Verdict::Reject(_) => (offending(None), Action::Strip),
         Verdict::Invalid(inv) if inv.unclassifiable() => {
             return match on_unclassifiable {
                 OnUnclassifiable::Reject => Action::RejectUnclassifiable(inv.clone()),
                 OnUnclassifiable::Forward => Action::Forward,
             };
         }
-        // vLLM refuses it before the gate; a mistyped field must reach it as sent.
-        Verdict::Invalid(inv) => offending(inv.mistyped_field()),
+        // vLLM refuses it before the gate: a mistyped field must reach it as sent, and the
+        // others keep their place (its validation errors count the body's members).
+        Verdict::Invalid(inv) => (offending(inv.mistyped_field()), Action::Nullify),
     };
     if fields.is_empty() {
         Action::Forward
     } else {
-        Action::Strip(fields)
+        rewrite(fields)
     }
 }
 
@@ -196,13 +203,15 @@ mod tests {
     }
 
     #[test]
-    fn earlier_errors_are_forwarded_without_the_fields() {
+    fn earlier_errors_are_forwarded_with_the_fields_nulled() {
         let f = findings(r#"{"model":"x","mm_processor_kwargs":{"a":1}}"#);
         let v = Verdict::Invalid(Invalid::UnknownModel("x".into()));
-        assert_eq!(
-            decide(Mode::Reject, OnUnclassifiable::Reject, &v, Some(&f)),
-            Action::Strip(vec![Field::MmProcessorKwargs])
-        );
+        for mode in [Mode::Reject, Mode::Strip] {
+            assert_eq!(
+                decide(mode, OnUnclassifiable::Reject, &v, Some(&f)),
+                Action::Nullify(vec![Field::MmProcessorKwargs])
+            );
+        }
         let f = findings(r#"{"mm_processor_kwargs":"x"}"#);
         let v = Verdict::Invalid(Invalid::FieldType {
             field: "mm_processor_kwargs",

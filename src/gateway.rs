@@ -28,7 +28,7 @@ use crate::listen::ConnInfo;
 use crate::metrics::Metrics;
 use crate::pool::Pool;
 use crate::record::{ClientRequests, Outcome, Recorder};
-use crate::rewrite::strip;
+use crate::rewrite::{nullify, strip};
 use crate::upstream::{SliceBody, Upstream};
 
 /// The response header that lists the fields mmgate removed.
@@ -319,6 +319,7 @@ impl Gateway {
                 limit: pool.max_body_bytes,
             });
         }
+        let nulled = matches!(decision.action, Action::Nullify(_));
         match decision.action {
             Action::Forward => {
                 if let (true, Some(f)) = (pool.values.active(pool.trusted), &findings) {
@@ -331,13 +332,17 @@ impl Gateway {
                 }
                 res
             }
-            Action::Strip(fields) => {
+            Action::Strip(fields) | Action::Nullify(fields) => {
                 let Some(findings) = findings else {
                     return Err(GateError::Unclassifiable(
                         crate::contract::Invalid::ContentType,
                     ));
                 };
-                let stripped = strip(&bytes, &findings, &fields);
+                let stripped = if nulled {
+                    nullify(&bytes, &findings, &fields)
+                } else {
+                    strip(&bytes, &findings, &fields)
+                };
                 let mut parts = parts;
                 parts
                     .headers

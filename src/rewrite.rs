@@ -4,10 +4,14 @@
 //! The result is a list of slices of the original body (no copy). A removed member takes one
 //! adjacent comma with it: the separator after it, or for trailing members the separator
 //! before them, so the result is valid JSON in the body's own encoding.
+//!
+//! [`nullify`] is the variant for a request vLLM refuses before its gate: each occurrence
+//! becomes `"name":null`, so the body keeps its members and vLLM's validation error, which
+//! counts them (`'input': '<dict of 3 items>'`), is the one the client's body gets.
 
 use bytes::Bytes;
 
-use crate::inspect::{Field, Findings};
+use crate::inspect::{Encoding, Field, Findings};
 
 /// A body as a list of slices of the original bytes.
 #[derive(Debug, Clone, Default)]
@@ -73,6 +77,44 @@ pub fn strip(body: &Bytes, findings: &Findings, fields: &[Field]) -> Stripped {
     Stripped { parts }
 }
 
+/// Replaces the value of every top-level occurrence of `fields` in `body` with `null`: each
+/// such member becomes `"name":null` in the body's encoding, and every other byte stays.
+pub fn nullify(body: &Bytes, findings: &Findings, fields: &[Field]) -> Stripped {
+    let mut parts = Vec::new();
+    let mut at = 0;
+    for m in &findings.members {
+        let Some(field) = m.field.filter(|f| fields.contains(f)) else {
+            continue;
+        };
+        if m.span.start > at {
+            parts.push(body.slice(at..m.span.start));
+        }
+        parts.push(encode(
+            findings.encoding,
+            &format!("\"{}\":null", field.name()),
+        ));
+        at = m.span.end;
+    }
+    if at < body.len() {
+        parts.push(body.slice(at..));
+    }
+    Stripped { parts }
+}
+
+/// ASCII `text` in `encoding` (without a byte-order mark).
+fn encode(encoding: Encoding, text: &str) -> Bytes {
+    let unit = |c: u8| -> Vec<u8> {
+        match encoding {
+            Encoding::Utf8 | Encoding::Utf8Bom => vec![c],
+            Encoding::Utf16Le => vec![c, 0],
+            Encoding::Utf16Be => vec![0, c],
+            Encoding::Utf32Le => vec![c, 0, 0, 0],
+            Encoding::Utf32Be => vec![0, 0, 0, c],
+        }
+    };
+    Bytes::from(text.bytes().flat_map(unit).collect::<Vec<u8>>())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,6 +150,61 @@ mod tests {
             ),
             r#"{"a":1,"b":2}"#
         );
+    }
+
+    fn nulled(body: &[u8], fields: &[Field]) -> Vec<u8> {
+        let bytes = Bytes::copy_from_slice(body);
+        let f = inspect(&bytes, DEFAULT_MAX_DEPTH).unwrap();
+        nullify(&bytes, &f, fields).to_vec()
+    }
+
+    #[test]
+    fn nullify_keeps_every_member() {
+        let body = br#"{"a":1, "mm_processor_kwargs" : {"x":[1]},"media_io_kwargs":{"v":{}}, "mm_processor_kwar\u0067s":2}"#;
+        assert_eq!(
+            nulled(body, &[Field::MmProcessorKwargs]),
+            br#"{"a":1, "mm_processor_kwargs":null,"media_io_kwargs":{"v":{}}, "mm_processor_kwargs":null}"#
+        );
+        assert_eq!(
+            nulled(body, &Field::ALL),
+            br#"{"a":1, "mm_processor_kwargs":null,"media_io_kwargs":null, "mm_processor_kwargs":null}"#
+        );
+        let untouched = br#"{"a":1,"extra":{"mm_processor_kwargs":1}}"#;
+        assert_eq!(nulled(untouched, &Field::ALL), untouched);
+    }
+
+    #[test]
+    fn nullify_writes_the_bodys_encoding() {
+        let text = r#"{"m":"x","media_io_kwargs":{"v":{"n":1}}}"#;
+        let want = r#"{"m":"x","media_io_kwargs":null}"#;
+        let utf16le = |s: &str| {
+            s.encode_utf16()
+                .flat_map(u16::to_le_bytes)
+                .collect::<Vec<u8>>()
+        };
+        let utf16be = |s: &str| {
+            s.encode_utf16()
+                .flat_map(u16::to_be_bytes)
+                .collect::<Vec<u8>>()
+        };
+        let utf32le = |s: &str| {
+            s.chars()
+                .flat_map(|c| (c as u32).to_le_bytes())
+                .collect::<Vec<u8>>()
+        };
+        let utf32be = |s: &str| {
+            s.chars()
+                .flat_map(|c| (c as u32).to_be_bytes())
+                .collect::<Vec<u8>>()
+        };
+        for enc in [utf16le, utf16be, utf32le, utf32be] {
+            assert_eq!(nulled(&enc(text), &Field::ALL), enc(want));
+        }
+        let mut bom = b"\xef\xbb\xbf".to_vec();
+        bom.extend_from_slice(text.as_bytes());
+        let mut want_bom = b"\xef\xbb\xbf".to_vec();
+        want_bom.extend_from_slice(want.as_bytes());
+        assert_eq!(nulled(&bom, &Field::ALL), want_bom);
     }
 
     #[test]

@@ -242,6 +242,10 @@ fn strip_decision(c: &Case) -> Option<Vec<u8>> {
             let f = findings.expect("strip has findings");
             Some(mmgate::rewrite::strip(&Bytes::from(c.body.clone()), &f, &fields).to_vec())
         }
+        Action::Nullify(fields) => {
+            let f = findings.expect("nullify has findings");
+            Some(mmgate::rewrite::nullify(&Bytes::from(c.body.clone()), &f, &fields).to_vec())
+        }
         Action::RejectUnclassifiable(_) | Action::RejectGate(_) => None,
         Action::Forward => Some(c.body.clone()),
     }

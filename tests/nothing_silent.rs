@@ -5,8 +5,9 @@
 //! 1. forwarded byte-identical (one upstream received the client's method, path and bytes,
 //!    and the response carries no `x-mmgate-stripped` header),
 //! 2. stripped: the response carries `x-mmgate-stripped` naming the removed fields, the
-//!    upstream received the same method and path and the body minus exactly those members
-//!    (every other member's value unchanged where `serde_json` reads the body), and
+//!    upstream received the same method and path and the body minus exactly those members,
+//!    or (for a request vLLM refuses before its gate) with exactly those members' values
+//!    `null` (every other member's value unchanged where `serde_json` reads the body), and
 //!    (checked with the real binary) one stdout log line with the same request id lists
 //!    the same fields,
 //! 3. answered by mmgate itself (no upstream received anything) with an error status and
@@ -78,32 +79,47 @@ fn fate_of(case: &Case, reply: &Reply, received: &[Received]) -> Result<Fate, St
                 .map_err(|e| format!("stripped a body mmgate cannot inspect: {e}"))?;
             let after = inspect(&got.body, DEFAULT_MAX_DEPTH)
                 .map_err(|e| format!("the stripped body does not parse: {e}"))?;
-            let want: Vec<&str> = before
+            let names = |f: &mmgate::inspect::Findings| -> Vec<String> {
+                f.members.iter().map(|m| f.name(m).to_string()).collect()
+            };
+            let listed = |n: &str| fields.iter().any(|f| f == n);
+            // Removed, or (members kept) every occurrence's value nulled.
+            let nulled = names(&after) == names(&before);
+            let want: Vec<String> = names(&before)
+                .into_iter()
+                .filter(|n| nulled || !listed(n))
+                .collect();
+            let kept = names(&after);
+            let values_nulled = after
                 .members
                 .iter()
-                .map(|m| before.name(m))
-                .filter(|n| !fields.iter().any(|f| f == n))
-                .collect();
-            let kept: Vec<&str> = after.members.iter().map(|m| after.name(m)).collect();
-            if kept != want || fields.is_empty() || got.body == case.body[..] {
+                .filter(|m| listed(after.name(m)))
+                .all(|m| m.kind == mmgate::inspect::Kind::Null);
+            if kept != want
+                || fields.is_empty()
+                || got.body == case.body[..]
+                || (nulled && !values_nulled)
+            {
                 return Err(format!(
                     "header says {fields:?} but members went from {:?} to {kept:?}",
-                    before
-                        .members
-                        .iter()
-                        .map(|m| before.name(m))
-                        .collect::<Vec<_>>()
+                    names(&before)
                 ));
             }
             if let Ok(Value::Object(mut original)) = serde_json::from_slice::<Value>(&case.body) {
                 for f in &fields {
-                    original.remove(f);
+                    if nulled {
+                        if let Some(v) = original.get_mut(f) {
+                            *v = Value::Null;
+                        }
+                    } else {
+                        original.remove(f);
+                    }
                 }
                 let sent: Value = serde_json::from_slice(&got.body)
                     .map_err(|e| format!("the stripped body does not parse as JSON: {e}"))?;
                 if sent != Value::Object(original) {
                     return Err(format!(
-                        "the stripped body is not the original minus {fields:?}: {}",
+                        "the stripped body is not the original with {fields:?} removed or nulled: {}",
                         got.body.escape_ascii()
                     ));
                 }
