@@ -66,6 +66,10 @@ pub enum Invalid {
     /// A top-level key with a lone surrogate (pydantic `string_unicode`).
     #[error("a top-level key is not valid Unicode (lone surrogate)")]
     KeyNotUnicode,
+    /// A check of the route's request model (a pydantic `model_validator`) refuses the
+    /// body, naming this parameter.
+    #[error("vLLM's request model refuses `{0}`")]
+    ModelCheck(&'static str),
     /// The model is not served (404 before the gate).
     #[error("The model `{0}` does not exist.")]
     UnknownModel(String),
@@ -121,7 +125,7 @@ enum Family {
 fn invocations_route(f: &Findings) -> RouteKind {
     if f.facts.has_messages {
         RouteKind::Chat
-    } else if f.facts.has_prompt {
+    } else if f.facts.prompt.is_some() {
         RouteKind::Completions
     } else {
         RouteKind::Embeddings
@@ -157,7 +161,7 @@ fn declared(route: RouteKind, f: &Findings) -> (bool, bool) {
         // Union of a completion form (neither) and a chat form (both): typed only when the
         // completion form cannot apply.
         RouteKind::Tokenize => {
-            let chat_only = facts.has_messages && !facts.has_prompt;
+            let chat_only = facts.has_messages && facts.prompt.is_none();
             (chat_only, chat_only)
         }
         // Text and chat forms both declare mm_processor_kwargs; only the chat form declares
@@ -181,6 +185,9 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
             field,
             expected: "of the type vLLM declares",
         });
+    }
+    if let Some(parameter) = types::model_check(route, f) {
+        return Some(Invalid::ModelCheck(parameter));
     }
     if let StrField::Other(_) = f.facts.model {
         return Some(Invalid::FieldType {

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::classify::RouteKind;
 use crate::inspect::{Findings, Kind, Member};
 
 /// A simple declared type.
@@ -22,34 +23,51 @@ pub(super) enum Ty {
     Dict,
 }
 
-/// A declared top-level field.
+/// A declared top-level field: the types it accepts (a union when more than one; none
+/// listed for a type the JSON kind does not decide).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct FieldTy {
     pub(super) name: &'static str,
-    pub(super) ty: Ty,
+    pub(super) tys: &'static [Ty],
     pub(super) nullable: bool,
     pub(super) required: bool,
 }
 
-fn certainly_invalid(f: &FieldTy, m: &Member) -> bool {
+/// Whether pydantic (lax mode) refuses a value of the member's JSON kind for `ty`.
+fn refuses(ty: Ty, m: &Member) -> bool {
     match m.kind {
-        Kind::Null => !f.nullable,
-        Kind::Array { .. } => f.ty != Ty::List,
-        Kind::Object { .. } => f.ty != Ty::Dict,
-        Kind::Str { .. } => match f.ty {
+        Kind::Null => true,
+        Kind::Array { .. } => ty != Ty::List,
+        Kind::Object { .. } => ty != Ty::Dict,
+        Kind::Str { .. } => match ty {
             Ty::Float | Ty::Int => !m.numeric_str,
             Ty::List | Ty::Dict => true,
             Ty::Bool | Ty::Str => false,
         },
-        Kind::NonFinite => !matches!(f.ty, Ty::Float),
-        Kind::Number { .. } | Kind::Bool(_) => matches!(f.ty, Ty::Str | Ty::List | Ty::Dict),
+        Kind::NonFinite => ty != Ty::Float,
+        Kind::Number { .. } | Kind::Bool(_) => matches!(ty, Ty::Str | Ty::List | Ty::Dict),
     }
 }
 
-/// A route's declared fields in pydantic's order, with each one's position by name, built
-/// once per table: a body's members are looked up by name instead of the table being
-/// scanned for each of them.
+/// Whether pydantic refuses the member for `f` whatever else the value holds (a field of
+/// no plain type, `tys: &[]`, never is).
+fn certainly_invalid(f: &FieldTy, m: &Member) -> bool {
+    match m.kind {
+        _ if f.tys.is_empty() => false,
+        Kind::Null => !f.nullable,
+        _ => f.tys.iter().all(|&ty| refuses(ty, m)),
+    }
+}
+
+/// A route's request models (pydantic refuses a body only when every one of them does),
+/// each indexed once.
 pub(super) struct Declared {
+    models: Vec<Model>,
+}
+
+/// One model's declared fields in pydantic's order, with each one's position by name: a
+/// body's members are looked up by name instead of the table being scanned for each of them.
+struct Model {
     fields: &'static [FieldTy],
     position: HashMap<&'static str, usize, BuildHasherDefault<Fnv>>,
     required: Vec<usize>,
@@ -79,17 +97,37 @@ impl Hasher for Fnv {
 }
 
 /// The most fields a table may declare (the width of the seen-set in
-/// [`Declared::first_error`]).
+/// [`Model::first_error`]).
 const MAX_FIELDS: usize = 256;
 
 impl Declared {
+    /// Indexes each model's table of a route.
+    pub(super) fn new(models: &'static [&'static [FieldTy]]) -> Self {
+        Declared {
+            models: models.iter().map(|fields| Model::new(fields)).collect(),
+        }
+    }
+
+    /// The field pydantic certainly refuses when every model refuses the body (that of the
+    /// first model, [`Model::first_error`]); `None` when some model may accept it.
+    pub(super) fn first_error(&self, findings: &Findings) -> Option<&'static str> {
+        let mut first = None;
+        for model in &self.models {
+            let error = model.first_error(findings)?;
+            first.get_or_insert(error);
+        }
+        first
+    }
+}
+
+impl Model {
     /// Indexes `fields` (at most 256, names unique: checked by the tests for every table).
-    pub(super) fn new(fields: &'static [FieldTy]) -> Self {
+    fn new(fields: &'static [FieldTy]) -> Self {
         let mut position = HashMap::with_capacity_and_hasher(fields.len(), Default::default());
         for (i, f) in fields.iter().enumerate().take(MAX_FIELDS) {
             position.entry(f.name).or_insert(i);
         }
-        Declared {
+        Model {
             fields,
             position,
             required: (0..fields.len()).filter(|&i| fields[i].required).collect(),
@@ -98,7 +136,7 @@ impl Declared {
 
     /// The first declared field (in declaration order) that pydantic certainly refuses:
     /// missing when required, or mistyped; by name. Linear in the body's members.
-    pub(super) fn first_error(&self, findings: &Findings) -> Option<&'static str> {
+    fn first_error(&self, findings: &Findings) -> Option<&'static str> {
         let missing = self
             .required
             .iter()
@@ -128,6 +166,45 @@ impl Declared {
     }
 }
 
+/// The checks vLLM's request models run on the raw body before validating it (pydantic
+/// `model_validator(mode="before")`) that the JSON kinds decide: the parameter of the first
+/// that refuses the body. Each reads `data.get(name)`, so the last duplicate, and Python
+/// truthiness (the kinds are noted while the body is scanned, [`crate::inspect::Facts`]).
+pub(super) fn model_check(route: RouteKind, f: &Findings) -> Option<&'static str> {
+    let facts = &f.facts;
+    let truthy = |kind: Option<Kind>| kind.is_some_and(Kind::truthy);
+    let none = |kind: Option<Kind>| matches!(kind, None | Some(Kind::Null));
+    // The batch route builds a ChatCompletionRequest per conversation before its gate.
+    let chat_or_completion = matches!(
+        route,
+        RouteKind::Chat
+            | RouteKind::ChatBatch
+            | RouteKind::ChatRender
+            | RouteKind::Completions
+            | RouteKind::CompletionsRender
+    );
+    // ChatCompletionRequest and CompletionRequest.validate_stream_options.
+    if chat_or_completion && truthy(facts.stream_options) && !truthy(facts.stream) {
+        return Some("stream_options");
+    }
+    match route {
+        // CompletionRequest.validate_prompt_and_prompt_embeds: "Either prompt or
+        // prompt_embeds must be provided and non-empty."
+        RouteKind::Completions | RouteKind::CompletionsRender => {
+            let prompt_empty =
+                none(facts.prompt) || facts.prompt == Some(Kind::Str { empty: true });
+            let embeds_empty = none(facts.prompt_embeds)
+                || facts.prompt_embeds == Some(Kind::Array { empty: true });
+            (prompt_empty && embeds_empty).then_some("prompt")
+        }
+        // ResponsesRequest.validate_prompt: "prompt template is not supported".
+        RouteKind::Responses | RouteKind::ResponsesRender => {
+            (!none(facts.prompt)).then_some("prompt")
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -135,7 +212,7 @@ mod tests {
     use super::*;
     use crate::contract::fields;
 
-    const TABLES: [&[FieldTy]; 10] = [
+    const ROUTES: [&[&[FieldTy]]; 10] = [
         fields::CHAT,
         fields::CHAT_BATCH,
         fields::COMPLETION,
@@ -147,6 +224,11 @@ mod tests {
         fields::RERANK,
         fields::CLASSIFY,
     ];
+
+    /// Every model's table of every route.
+    fn tables() -> Vec<&'static [FieldTy]> {
+        ROUTES.iter().flat_map(|r| r.iter().copied()).collect()
+    }
 
     /// The definition: the table in order, each field against the last member of its name.
     fn reference(table: &[FieldTy], findings: &Findings) -> Option<&'static str> {
@@ -172,19 +254,119 @@ mod tests {
 
     #[test]
     fn every_table_fits_and_names_each_field_once() {
-        for table in TABLES {
+        for table in tables() {
             assert!(table.len() <= MAX_FIELDS);
-            assert_eq!(Declared::new(table).position.len(), table.len());
+            assert_eq!(Model::new(table).position.len(), table.len());
         }
+    }
+
+    fn error(route: &'static [&'static [FieldTy]], body: &str) -> Option<&'static str> {
+        let findings = crate::inspect::inspect(body.as_bytes(), 970).unwrap();
+        Declared::new(route).first_error(&findings)
+    }
+
+    #[test]
+    fn a_union_type_refuses_only_what_none_of_its_types_accepts() {
+        // CompletionRequest.prompt: str | list[int] | list[str] | list[list[int]] | None.
+        for ok in [r#""hi""#, "[1]", "null"] {
+            assert_eq!(
+                error(fields::COMPLETION, &format!(r#"{{"prompt":{ok}}}"#)),
+                None
+            );
+        }
+        for bad in [r#"{"a":1}"#, "1", "true", "NaN"] {
+            assert_eq!(
+                error(fields::COMPLETION, &format!(r#"{{"prompt":{bad}}}"#)),
+                Some("prompt"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_body_is_refused_only_when_every_model_refuses_it() {
+        // Tokenize: a completion form (prompt: str, required) and a chat form (messages).
+        assert_eq!(error(fields::TOKENIZE, r#"{"prompt":"hi"}"#), None);
+        assert_eq!(error(fields::TOKENIZE, r#"{"messages":[]}"#), None);
+        assert_eq!(
+            error(fields::TOKENIZE, r#"{"prompt":{},"messages":[]}"#),
+            None
+        );
+        assert_eq!(
+            error(fields::TOKENIZE, r#"{"prompt":{"a":1}}"#),
+            Some("prompt"),
+            "the completion form's error is named"
+        );
+        assert_eq!(error(fields::TOKENIZE, r#"{"model":"m"}"#), Some("prompt"));
+        // A model without plain required fields never refuses on its own.
+        assert_eq!(error(&[&[]], r#"{"x":1}"#), None);
+        assert_eq!(error(&[], r#"{"x":1}"#), None);
+    }
+
+    #[test]
+    fn the_model_checks_read_the_last_duplicate_and_truthiness() {
+        let check = |route, body: &str| {
+            model_check(
+                route,
+                &crate::inspect::inspect(body.as_bytes(), 970).unwrap(),
+            )
+        };
+        use RouteKind::*;
+        // validate_stream_options: stream_options truthy while stream is not.
+        for route in [Chat, ChatBatch, ChatRender, Completions, CompletionsRender] {
+            let prompt = r#""prompt":"p","messages":[]"#;
+            for (body, refused) in [
+                (r#""stream_options":{"include_usage":true}"#, true),
+                (r#""stream_options":{"a":1},"stream":0"#, true),
+                (r#""stream_options":{"a":1},"stream":true"#, false),
+                (r#""stream_options":{},"stream":false"#, false),
+                (r#""stream_options":null"#, false),
+                (r#""stream_options":{"a":1},"stream_options":{}"#, false),
+            ] {
+                let got = check(route, &format!("{{{prompt},{body}}}"));
+                assert_eq!(got, refused.then_some("stream_options"), "{route:?} {body}");
+            }
+        }
+        // validate_prompt_and_prompt_embeds.
+        for (body, refused) in [
+            (r#"{}"#, true),
+            (r#"{"prompt":""}"#, true),
+            (r#"{"prompt":null,"prompt_embeds":[]}"#, true),
+            (r#"{"prompt":"x","prompt":""}"#, true),
+            (r#"{"prompt":"","prompt":"x"}"#, false),
+            (r#"{"prompt":[]}"#, false),
+            (r#"{"prompt":"","prompt_embeds":"e"}"#, false),
+            (r#"{"prompt_embeds":[""]}"#, false),
+        ] {
+            assert_eq!(
+                check(Completions, body),
+                refused.then_some("prompt"),
+                "{body}"
+            );
+            assert_eq!(check(Chat, body), None, "{body}");
+        }
+        // ResponsesRequest.validate_prompt: any prompt but null.
+        assert_eq!(
+            check(Responses, r#"{"input":"i","prompt":""}"#),
+            Some("prompt")
+        );
+        assert_eq!(
+            check(ResponsesRender, r#"{"input":"i","prompt":{}}"#),
+            Some("prompt")
+        );
+        assert_eq!(check(Responses, r#"{"input":"i","prompt":null}"#), None);
+        assert_eq!(check(Tokenize, r#"{"stream_options":{"a":1}}"#), None);
     }
 
     proptest! {
         #[test]
         fn the_first_error_is_the_tables_first(
-            table in 0..TABLES.len(),
+            table in any::<prop::sample::Index>(),
             members in prop::collection::vec((any::<prop::sample::Index>(), any::<bool>(), 0..8usize), 0..24),
         ) {
-            let table = TABLES[table];
+            let tables = tables();
+            let table = tables[table.index(tables.len())];
+            prop_assume!(!table.is_empty());
             let values = ["null", "1", "1.5", "\"x\"", "\"12\"", "[1]", "{\"a\":1}", "true"];
             let body = members
                 .iter()
@@ -195,7 +377,7 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(",");
             let findings = crate::inspect::inspect(format!("{{{body}}}").as_bytes(), 970).unwrap();
-            prop_assert_eq!(Declared::new(table).first_error(&findings), reference(table, &findings));
+            prop_assert_eq!(Model::new(table).first_error(&findings), reference(table, &findings));
         }
     }
 }

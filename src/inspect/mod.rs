@@ -106,8 +106,14 @@ pub struct Facts {
     pub model: StrField,
     /// `messages` is present (chat form of tokenize/pooling requests).
     pub has_messages: bool,
-    /// `prompt` is present (completion form of tokenize).
-    pub has_prompt: bool,
+    /// The kind of `prompt` (completion form of tokenize), if present.
+    pub prompt: Option<Kind>,
+    /// The kind of `prompt_embeds`, if present.
+    pub prompt_embeds: Option<Kind>,
+    /// The kind of `stream`, if present.
+    pub stream: Option<Kind>,
+    /// The kind of `stream_options`, if present.
+    pub stream_options: Option<Kind>,
     /// `input` is present (text form of pooling requests).
     pub has_input: bool,
     /// `chat_template` is present and not null.
@@ -422,7 +428,10 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
     };
     match name {
         b"messages" => facts.has_messages = true,
-        b"prompt" => facts.has_prompt = true,
+        b"prompt" => facts.prompt = Some(kind),
+        b"prompt_embeds" => facts.prompt_embeds = Some(kind),
+        b"stream" => facts.stream = Some(kind),
+        b"stream_options" => facts.stream_options = Some(kind),
         b"input" => facts.has_input = true,
         b"chat_template" => facts.chat_template = kind != Kind::Null,
         b"use_beam_search" => facts.use_beam_search = kind == Kind::Bool(true),
