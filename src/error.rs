@@ -15,6 +15,11 @@ pub const GATE_BODY_MM_PROCESSOR_KWARGS: &str = r#"{"error":{"message":"Per-requ
 /// vLLM 0.31's exact gate error body for `media_io_kwargs`.
 pub const GATE_BODY_MEDIA_IO_KWARGS: &str = r#"{"error":{"message":"Per-request media_io_kwargs are disabled by default because they can change multimodal media loading resource usage. Start the server with --trust-request-mm-kwargs only when clients are trusted. (parameter=media_io_kwargs)","type":"BadRequestError","param":"media_io_kwargs","code":400}}"#;
 
+/// vLLM's exact 400 body for a request without a JSON content type (its
+/// `validate_json_request`, which runs before anything reads the body). mmgate's check is
+/// the same one, so in `strip` and `reject` it answers with vLLM's very words.
+pub const CONTENT_TYPE_BODY: &str = r#"{"error":{"message":"1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed","type":"Bad Request","param":null,"code":400}}"#;
+
 /// The gate error body vLLM sends for a field.
 pub fn gate_body(field: Field) -> &'static str {
     match field {
@@ -247,6 +252,9 @@ impl GateError {
         let status = self.status();
         let (kind, message) = match self {
             GateError::Gate(field) => return Bytes::from_static(gate_body(*field).as_bytes()),
+            GateError::Unclassifiable(Invalid::ContentType) => {
+                return Bytes::from_static(CONTENT_TYPE_BODY.as_bytes())
+            }
             GateError::Unclassifiable(inv) => (
                 "BadRequestError",
                 format!("mmgate: the request body cannot be inspected, so it is refused ({inv}). vLLM refuses this body too; send a JSON object with content-type application/json."),

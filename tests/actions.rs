@@ -446,6 +446,19 @@ async fn unclassifiable_bodies_are_refused_or_forwarded_as_the_policy_says() {
     .await;
     let r = send(&client(), gw.addr, "POST", CHAT, &plain, body.clone()).await;
     assert_eq!(r.status, 400);
+    // vLLM's check, so vLLM's very body.
+    assert_eq!(r.body, mmgate::error::CONTENT_TYPE_BODY.as_bytes());
+    let json = [("content-type", "application/json")];
+    let r = send(
+        &client(),
+        gw.addr,
+        "POST",
+        CHAT,
+        &json,
+        b"{not json".to_vec(),
+    )
+    .await;
+    assert_eq!(r.status, 400);
     let e = error_of(&r);
     assert_eq!(e["code"], 400);
     assert!(e["message"]
