@@ -1,5 +1,6 @@
 //! Generated variants of the recorded gate-rejected requests: the same body under other
-//! content types and other spellings of the path. The real vLLM server is the reference
+//! content types and other spellings of the path, and bodies that an earlier check of vLLM
+//! may refuse first. The real vLLM server is the reference
 //! (tests/e2e_vllm.rs replays each variant to it and through mmgate), so the generator only
 //! has to be varied, not right: whatever the server does is the expected answer.
 //!
@@ -155,8 +156,54 @@ fn with_content_types(c: &Case, types: Vec<String>) -> Vec<(String, String)> {
     headers
 }
 
-/// `per_case` content-type variants and `per_case` path variants of every gate-rejected
-/// case of `family`.
+/// Members that a request model refuses before the gate runs on some routes and not on
+/// others (types, required fields, `model_validator`s), each put first in the body: a
+/// later member of the same name still wins, as in vLLM.
+const EARLIER: &[&str] = &[
+    r#""stream_options":{"include_usage":true}"#,
+    r#""stream_options":{"include_usage":true},"stream":true"#,
+    r#""stream_options":1"#,
+    r#""prompt":{"id":"p"}"#,
+    r#""prompt":5"#,
+    r#""prompt":"""#,
+    r#""prompt_embeds":{}"#,
+    r#""input":{"a":1}"#,
+    r#""temperature":"hot""#,
+    r#""priority":"high""#,
+    r#""top_n":"x""#,
+];
+
+/// The body with one member that an earlier check may refuse put first, or with one of the
+/// members that some model requires left out (`None` for a body that is not a UTF-8 object).
+fn earlier_check(rng: &mut Rng, body: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(body).ok()?;
+    let rest = text.trim_start().strip_prefix('{')?;
+    if rng.chance(70) {
+        let member = rng.pick(EARLIER);
+        let sep = if rest.trim_start().starts_with('}') {
+            ""
+        } else {
+            ","
+        };
+        return Some(format!("{{{member}{sep}{rest}").into_bytes());
+    }
+    let serde_json::Value::Object(mut object) = serde_json::from_str(text).ok()? else {
+        return None;
+    };
+    let name = rng.pick(&[
+        "messages",
+        "prompt",
+        "input",
+        "query",
+        "queries",
+        "documents",
+    ]);
+    object.remove(name)?;
+    serde_json::to_vec(&object).ok()
+}
+
+/// `per_case` content-type variants, `per_case` path variants and `per_case` earlier-check
+/// body variants of every gate-rejected case of `family`.
 pub fn variants(all: &[Case], family: &str, per_case: usize, seed: u64) -> Vec<Case> {
     let mut rng = Rng::new(seed);
     let mut out = Vec::new();
@@ -177,6 +224,13 @@ pub fn variants(all: &[Case], family: &str, per_case: usize, seed: u64) -> Vec<C
                 path,
                 ..c.clone()
             });
+            if let Some(body) = earlier_check(&mut rng, &c.body) {
+                out.push(Case {
+                    id: format!("{}~body{i}:{}", c.id, String::from_utf8_lossy(&body)),
+                    body,
+                    ..c.clone()
+                });
+            }
         }
     }
     out
