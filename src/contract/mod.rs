@@ -10,7 +10,7 @@ mod fields;
 mod types;
 
 use crate::classify::RouteKind;
-use crate::inspect::{Field, Findings, InspectError, StrField};
+use crate::inspect::{Field, Findings, InspectError, Read, StrField};
 
 /// What mmgate knows about the upstream vLLM's configuration, for the checks that run
 /// before the gate.
@@ -125,7 +125,7 @@ enum Family {
 fn invocations_route(f: &Findings) -> RouteKind {
     if f.facts.has_messages {
         RouteKind::Chat
-    } else if f.facts.prompt.is_some() {
+    } else if f.facts.read.get(Read::Prompt).is_some() {
         RouteKind::Completions
     } else {
         RouteKind::Embeddings
@@ -161,7 +161,7 @@ fn declared(route: RouteKind, f: &Findings) -> (bool, bool) {
         // Union of a completion form (neither) and a chat form (both): typed only when the
         // completion form cannot apply.
         RouteKind::Tokenize => {
-            let chat_only = facts.has_messages && facts.prompt.is_none();
+            let chat_only = facts.has_messages && facts.read.get(Read::Prompt).is_none();
             (chat_only, chat_only)
         }
         // Text and chat forms both declare mm_processor_kwargs; only the chat form declares
@@ -180,14 +180,15 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
     if f.facts.surrogate_key {
         return Some(Invalid::KeyNotUnicode);
     }
-    if let Some(field) = route_declared(route).first_error(f) {
-        return Some(Invalid::FieldType {
-            field,
-            expected: "of the type vLLM declares",
-        });
-    }
-    if let Some(parameter) = types::model_check(route, f) {
-        return Some(Invalid::ModelCheck(parameter));
+    match route_declared(route).refusal(f) {
+        Some(types::Refusal::Check(parameter)) => return Some(Invalid::ModelCheck(parameter)),
+        Some(types::Refusal::Field(field)) => {
+            return Some(Invalid::FieldType {
+                field,
+                expected: "of the type vLLM declares",
+            })
+        }
+        None => {}
     }
     if let StrField::Other(_) = f.facts.model {
         return Some(Invalid::FieldType {

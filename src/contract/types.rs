@@ -9,8 +9,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::classify::RouteKind;
-use crate::inspect::{Findings, Kind, Member};
+use crate::inspect::{Findings, Kind, Member, Read};
 
 /// A simple declared type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +30,111 @@ pub(super) struct FieldTy {
     pub(super) tys: &'static [Ty],
     pub(super) nullable: bool,
     pub(super) required: bool,
+    /// A member from which a before-validator fills this field in when that member is a
+    /// list (`""`: none): only then is the field's absence not certain.
+    pub(super) filled_from: &'static str,
+}
+
+/// A request model of a route: the before-validators mmgate reproduces and its fields.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ModelTy {
+    /// The model's class name in vLLM (read by the tests).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(super) name: &'static str,
+    pub(super) checks: &'static [Check],
+    pub(super) fields: &'static [FieldTy],
+}
+
+/// A check a request model runs on the raw body before validating it (pydantic
+/// `model_validator(mode="before")`), as far as JSON kinds decide it. Each reads
+/// `data.get(name)`, so the last duplicate, and Python truthiness; the kinds are noted while
+/// the body is scanned ([`Read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Check {
+    /// `validate_stream_options`: `stream_options` while `stream` is falsy.
+    StreamOptions,
+    /// `check_generation_prompt`: both `continue_final_message` and
+    /// `add_generation_prompt`.
+    GenerationPrompt,
+    /// ChatCompletionRequest `check_logprobs`: `logprob_token_ids` with beam search or
+    /// without `logprobs`; `prompt_logprobs` or `top_logprobs` not a number.
+    ChatLogprobs,
+    /// CompletionRequest `check_logprobs`: `logprob_token_ids` with beam search or without
+    /// `logprobs`; `prompt_logprobs` or `logprobs` not a number.
+    CompletionLogprobs,
+    /// `validate_prompt_and_prompt_embeds`: neither a non-empty `prompt` nor a non-empty
+    /// `prompt_embeds`.
+    PromptOrEmbeds,
+    /// ResponsesRequest `validate_prompt`: any `prompt` but null.
+    ResponsesPrompt,
+    /// BatchChatCompletionRequest `check_batch_mode`: beam search, or `logprob_token_ids`
+    /// without `logprobs`.
+    BatchMode,
+}
+
+impl Check {
+    /// The parameter the check names when it refuses the body.
+    fn refuses(self, f: &Findings) -> Option<&'static str> {
+        let kind = |member| f.facts.read.get(member);
+        let truthy = |member| kind(member).is_some_and(Kind::truthy);
+        let none = |member| matches!(kind(member), None | Some(Kind::Null));
+        // Not `isinstance(value, (int, float))` (a bool is an int; NaN, Infinity are floats).
+        let not_number = |member| {
+            !matches!(
+                kind(member),
+                None | Some(Kind::Null | Kind::Number { .. } | Kind::NonFinite | Kind::Bool(_))
+            )
+        };
+        let token_ids = truthy(Read::LogprobTokenIds);
+        match self {
+            Check::StreamOptions => {
+                (truthy(Read::StreamOptions) && !truthy(Read::Stream)).then_some("stream_options")
+            }
+            Check::GenerationPrompt => (truthy(Read::ContinueFinalMessage)
+                && truthy(Read::AddGenerationPrompt))
+            .then_some("continue_final_message"),
+            Check::ChatLogprobs | Check::BatchMode
+                if token_ids && (truthy(Read::UseBeamSearch) || !truthy(Read::Logprobs)) =>
+            {
+                Some("logprob_token_ids")
+            }
+            Check::BatchMode => truthy(Read::UseBeamSearch).then_some("use_beam_search"),
+            Check::ChatLogprobs => [
+                (Read::PromptLogprobs, "prompt_logprobs"),
+                (Read::TopLogprobs, "top_logprobs"),
+            ]
+            .into_iter()
+            .find_map(|(member, name)| not_number(member).then_some(name)),
+            Check::CompletionLogprobs
+                if token_ids && (truthy(Read::UseBeamSearch) || none(Read::Logprobs)) =>
+            {
+                Some("logprob_token_ids")
+            }
+            Check::CompletionLogprobs => [
+                (Read::PromptLogprobs, "prompt_logprobs"),
+                (Read::Logprobs, "logprobs"),
+            ]
+            .into_iter()
+            .find_map(|(member, name)| not_number(member).then_some(name)),
+            Check::PromptOrEmbeds => {
+                let prompt_empty =
+                    none(Read::Prompt) || kind(Read::Prompt) == Some(Kind::Str { empty: true });
+                let embeds_empty = none(Read::PromptEmbeds)
+                    || kind(Read::PromptEmbeds) == Some(Kind::Array { empty: true });
+                (prompt_empty && embeds_empty).then_some("prompt")
+            }
+            Check::ResponsesPrompt => (!none(Read::Prompt)).then_some("prompt"),
+        }
+    }
+}
+
+/// Why every request model of a route refuses a body (that of its first model).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// A before-validator refuses it, naming this parameter.
+    Check(&'static str),
+    /// This declared field is missing or mistyped.
+    Field(&'static str),
 }
 
 /// Whether pydantic (lax mode) refuses a value of the member's JSON kind for `ty`.
@@ -65,9 +169,11 @@ pub(super) struct Declared {
     models: Vec<Model>,
 }
 
-/// One model's declared fields in pydantic's order, with each one's position by name: a
-/// body's members are looked up by name instead of the table being scanned for each of them.
+/// One model's checks, and its declared fields in pydantic's order with each one's position
+/// by name: a body's members are looked up by name instead of the table being scanned for
+/// each of them.
 struct Model {
+    checks: &'static [Check],
     fields: &'static [FieldTy],
     position: HashMap<&'static str, usize, BuildHasherDefault<Fnv>>,
     required: Vec<usize>,
@@ -101,47 +207,63 @@ impl Hasher for Fnv {
 const MAX_FIELDS: usize = 256;
 
 impl Declared {
-    /// Indexes each model's table of a route.
-    pub(super) fn new(models: &'static [&'static [FieldTy]]) -> Self {
+    /// Indexes each model of a route.
+    pub(super) fn new(models: &'static [ModelTy]) -> Self {
         Declared {
-            models: models.iter().map(|fields| Model::new(fields)).collect(),
+            models: models.iter().map(Model::new).collect(),
         }
     }
 
-    /// The field pydantic certainly refuses when every model refuses the body (that of the
-    /// first model, [`Model::first_error`]); `None` when some model may accept it.
-    pub(super) fn first_error(&self, findings: &Findings) -> Option<&'static str> {
+    /// Why the body is certainly refused when every model refuses it (the first model's
+    /// reason, [`Model::refusal`]); `None` when some model may accept it.
+    pub(super) fn refusal(&self, findings: &Findings) -> Option<Refusal> {
         let mut first = None;
         for model in &self.models {
-            let error = model.first_error(findings)?;
-            first.get_or_insert(error);
+            let refusal = model.refusal(findings)?;
+            first.get_or_insert(refusal);
         }
         first
     }
 }
 
 impl Model {
-    /// Indexes `fields` (at most 256, names unique: checked by the tests for every table).
-    fn new(fields: &'static [FieldTy]) -> Self {
+    /// Indexes a model's fields (at most 256, names unique: checked by the tests for every
+    /// table).
+    fn new(model: &ModelTy) -> Self {
+        let fields = model.fields;
         let mut position = HashMap::with_capacity_and_hasher(fields.len(), Default::default());
         for (i, f) in fields.iter().enumerate().take(MAX_FIELDS) {
             position.entry(f.name).or_insert(i);
         }
         Model {
+            checks: model.checks,
             fields,
             position,
             required: (0..fields.len()).filter(|&i| fields[i].required).collect(),
         }
     }
 
+    /// Why the model certainly refuses the body: a before-validator (they run first), else
+    /// [`Model::first_error`].
+    fn refusal(&self, findings: &Findings) -> Option<Refusal> {
+        self.checks
+            .iter()
+            .find_map(|c| c.refuses(findings))
+            .map(Refusal::Check)
+            .or_else(|| self.first_error(findings).map(Refusal::Field))
+    }
+
     /// The first declared field (in declaration order) that pydantic certainly refuses:
     /// missing when required, or mistyped; by name. Linear in the body's members.
     fn first_error(&self, findings: &Findings) -> Option<&'static str> {
-        let missing = self
-            .required
-            .iter()
-            .copied()
-            .find(|&i| findings.member(self.fields[i].name).is_none());
+        let missing = self.required.iter().copied().find(|&i| {
+            let f = &self.fields[i];
+            let filled = !f.filled_from.is_empty()
+                && findings
+                    .member(f.filled_from)
+                    .is_some_and(|m| matches!(m.kind, Kind::Array { .. }));
+            !filled && findings.member(f.name).is_none()
+        });
         // Each declared member as pydantic reads it: the last of duplicate keys.
         let mut seen = [0u64; MAX_FIELDS / 64];
         let mut mistyped = None;
@@ -166,45 +288,6 @@ impl Model {
     }
 }
 
-/// The checks vLLM's request models run on the raw body before validating it (pydantic
-/// `model_validator(mode="before")`) that the JSON kinds decide: the parameter of the first
-/// that refuses the body. Each reads `data.get(name)`, so the last duplicate, and Python
-/// truthiness (the kinds are noted while the body is scanned, [`crate::inspect::Facts`]).
-pub(super) fn model_check(route: RouteKind, f: &Findings) -> Option<&'static str> {
-    let facts = &f.facts;
-    let truthy = |kind: Option<Kind>| kind.is_some_and(Kind::truthy);
-    let none = |kind: Option<Kind>| matches!(kind, None | Some(Kind::Null));
-    // The batch route builds a ChatCompletionRequest per conversation before its gate.
-    let chat_or_completion = matches!(
-        route,
-        RouteKind::Chat
-            | RouteKind::ChatBatch
-            | RouteKind::ChatRender
-            | RouteKind::Completions
-            | RouteKind::CompletionsRender
-    );
-    // ChatCompletionRequest and CompletionRequest.validate_stream_options.
-    if chat_or_completion && truthy(facts.stream_options) && !truthy(facts.stream) {
-        return Some("stream_options");
-    }
-    match route {
-        // CompletionRequest.validate_prompt_and_prompt_embeds: "Either prompt or
-        // prompt_embeds must be provided and non-empty."
-        RouteKind::Completions | RouteKind::CompletionsRender => {
-            let prompt_empty =
-                none(facts.prompt) || facts.prompt == Some(Kind::Str { empty: true });
-            let embeds_empty = none(facts.prompt_embeds)
-                || facts.prompt_embeds == Some(Kind::Array { empty: true });
-            (prompt_empty && embeds_empty).then_some("prompt")
-        }
-        // ResponsesRequest.validate_prompt: "prompt template is not supported".
-        RouteKind::Responses | RouteKind::ResponsesRender => {
-            (!none(facts.prompt)).then_some("prompt")
-        }
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -212,7 +295,7 @@ mod tests {
     use super::*;
     use crate::contract::fields;
 
-    const ROUTES: [&[&[FieldTy]]; 10] = [
+    const ROUTES: [&[ModelTy]; 10] = [
         fields::CHAT,
         fields::CHAT_BATCH,
         fields::COMPLETION,
@@ -225,15 +308,22 @@ mod tests {
         fields::CLASSIFY,
     ];
 
-    /// Every model's table of every route.
-    fn tables() -> Vec<&'static [FieldTy]> {
-        ROUTES.iter().flat_map(|r| r.iter().copied()).collect()
+    /// Every model of every route.
+    fn models() -> Vec<&'static ModelTy> {
+        ROUTES.iter().flat_map(|r| r.iter()).collect()
     }
 
     /// The definition: the table in order, each field against the last member of its name.
     fn reference(table: &[FieldTy], findings: &Findings) -> Option<&'static str> {
         table.iter().find_map(|f| match findings.member(f.name) {
-            None if f.required => Some(f.name),
+            None if f.required
+                && (f.filled_from.is_empty()
+                    || !findings
+                        .member(f.filled_from)
+                        .is_some_and(|m| matches!(m.kind, Kind::Array { .. }))) =>
+            {
+                Some(f.name)
+            }
             Some(m) if certainly_invalid(f, m) => Some(f.name),
             _ => None,
         })
@@ -254,29 +344,46 @@ mod tests {
 
     #[test]
     fn every_table_fits_and_names_each_field_once() {
-        for table in tables() {
-            assert!(table.len() <= MAX_FIELDS);
-            assert_eq!(Model::new(table).position.len(), table.len());
+        for model in models() {
+            assert!(model.fields.len() <= MAX_FIELDS, "{}", model.name);
+            assert_eq!(Model::new(model).position.len(), model.fields.len());
         }
     }
 
-    fn error(route: &'static [&'static [FieldTy]], body: &str) -> Option<&'static str> {
+    fn refusal(route: &'static [ModelTy], body: &str) -> Option<Refusal> {
         let findings = crate::inspect::inspect(body.as_bytes(), 970).unwrap();
-        Declared::new(route).first_error(&findings)
+        Declared::new(route).refusal(&findings)
+    }
+
+    fn error(route: &'static [ModelTy], body: &str) -> Option<&'static str> {
+        refusal(route, body).map(|r| match r {
+            Refusal::Field(name) | Refusal::Check(name) => name,
+        })
+    }
+
+    fn check(route: &'static [ModelTy], body: &str) -> Option<&'static str> {
+        match refusal(route, body) {
+            Some(Refusal::Check(name)) => Some(name),
+            _ => None,
+        }
     }
 
     #[test]
     fn a_union_type_refuses_only_what_none_of_its_types_accepts() {
         // CompletionRequest.prompt: str | list[int] | list[str] | list[list[int]] | None.
+        let field_error = |model, body: &str| {
+            let findings = crate::inspect::inspect(body.as_bytes(), 970).unwrap();
+            Model::new(model).first_error(&findings)
+        };
         for ok in [r#""hi""#, "[1]", "null"] {
             assert_eq!(
-                error(fields::COMPLETION, &format!(r#"{{"prompt":{ok}}}"#)),
+                field_error(&fields::COMPLETION[0], &format!(r#"{{"prompt":{ok}}}"#)),
                 None
             );
         }
         for bad in [r#"{"a":1}"#, "1", "true", "NaN"] {
             assert_eq!(
-                error(fields::COMPLETION, &format!(r#"{{"prompt":{bad}}}"#)),
+                field_error(&fields::COMPLETION[0], &format!(r#"{{"prompt":{bad}}}"#)),
                 Some("prompt"),
                 "{bad}"
             );
@@ -299,22 +406,43 @@ mod tests {
         );
         assert_eq!(error(fields::TOKENIZE, r#"{"model":"m"}"#), Some("prompt"));
         // A model without plain required fields never refuses on its own.
-        assert_eq!(error(&[&[]], r#"{"x":1}"#), None);
+        let bare = ModelTy {
+            name: "Bare",
+            checks: &[],
+            fields: &[],
+        };
+        assert_eq!(
+            error(
+                std::slice::from_ref(Box::leak(Box::new(bare))),
+                r#"{"x":1}"#
+            ),
+            None
+        );
         assert_eq!(error(&[], r#"{"x":1}"#), None);
+        // One model's before-validator refuses; the other model takes the body.
+        let both = r#"{"messages":[],"continue_final_message":true,"add_generation_prompt":1}"#;
+        assert_eq!(check(fields::TOKENIZE, both), None);
+        let chat_only =
+            r#"{"messages":[],"continue_final_message":true,"add_generation_prompt":1,"prompt":5}"#;
+        assert_eq!(error(fields::TOKENIZE, chat_only), Some("prompt"));
+        assert_eq!(check(fields::CHAT, both), Some("continue_final_message"));
+        // EmbeddingChatInputRequest fills `messages` in from a list `input`.
+        let chat_input = &fields::EMBEDDINGS[3];
+        assert_eq!(chat_input.name, "EmbeddingChatInputRequest");
+        let missing = |body: &str| {
+            let findings = crate::inspect::inspect(body.as_bytes(), 970).unwrap();
+            Model::new(chat_input).first_error(&findings)
+        };
+        assert_eq!(missing(r#"{"input":[{"role":"user"}]}"#), None);
+        assert_eq!(missing(r#"{"input":"text"}"#), Some("input"));
+        assert_eq!(missing(r#"{"x":1}"#), Some("input"));
     }
 
     #[test]
-    fn the_model_checks_read_the_last_duplicate_and_truthiness() {
-        let check = |route, body: &str| {
-            model_check(
-                route,
-                &crate::inspect::inspect(body.as_bytes(), 970).unwrap(),
-            )
-        };
-        use RouteKind::*;
+    fn the_checks_read_the_last_duplicate_and_truthiness() {
+        let messages = r#""prompt":"p","messages":[]"#;
         // validate_stream_options: stream_options truthy while stream is not.
-        for route in [Chat, ChatBatch, ChatRender, Completions, CompletionsRender] {
-            let prompt = r#""prompt":"p","messages":[]"#;
+        for route in [fields::CHAT, fields::CHAT_BATCH, fields::COMPLETION] {
             for (body, refused) in [
                 (r#""stream_options":{"include_usage":true}"#, true),
                 (r#""stream_options":{"a":1},"stream":0"#, true),
@@ -323,9 +451,75 @@ mod tests {
                 (r#""stream_options":null"#, false),
                 (r#""stream_options":{"a":1},"stream_options":{}"#, false),
             ] {
-                let got = check(route, &format!("{{{prompt},{body}}}"));
-                assert_eq!(got, refused.then_some("stream_options"), "{route:?} {body}");
+                let got = check(route, &format!("{{{messages},{body}}}"));
+                let want = refused.then_some("stream_options");
+                assert_eq!(got, want, "{} {body}", route[0].name);
             }
+        }
+        // check_logprobs (chat) and check_batch_mode.
+        for (body, want) in [
+            (r#""logprob_token_ids":[1]"#, Some("logprob_token_ids")),
+            (r#""logprob_token_ids":[1],"logprobs":true"#, None),
+            (
+                r#""logprob_token_ids":[1],"logprobs":1,"use_beam_search":true"#,
+                Some("logprob_token_ids"),
+            ),
+            (r#""logprob_token_ids":[],"logprobs":false"#, None),
+        ] {
+            let body = format!("{{{messages},{body}}}");
+            assert_eq!(check(fields::CHAT, &body), want, "{body}");
+            assert_eq!(check(fields::CHAT_BATCH, &body), want, "{body}");
+        }
+        for (value, want) in [
+            ("\"1\"", true),
+            ("[1]", true),
+            ("{}", true),
+            ("true", false),
+            ("NaN", false),
+            ("-1", false),
+            ("null", false),
+        ] {
+            for name in ["prompt_logprobs", "top_logprobs"] {
+                let body = format!(r#"{{{messages},"{name}":{value}}}"#);
+                assert_eq!(check(fields::CHAT, &body), want.then_some(name), "{body}");
+            }
+        }
+        let beam = format!(r#"{{{messages},"use_beam_search":1}}"#);
+        assert_eq!(check(fields::CHAT_BATCH, &beam), Some("use_beam_search"));
+        assert_eq!(check(fields::CHAT, &beam), None);
+        // check_generation_prompt: both truthy in the raw body (defaults do not count).
+        for (body, refused) in [
+            (
+                r#""continue_final_message":true,"add_generation_prompt":true"#,
+                true,
+            ),
+            (
+                r#""continue_final_message":"x","add_generation_prompt":[0]"#,
+                true,
+            ),
+            (r#""continue_final_message":true"#, false),
+            (
+                r#""continue_final_message":true,"add_generation_prompt":0"#,
+                false,
+            ),
+        ] {
+            let body = format!("{{{messages},{body}}}");
+            let want = refused.then_some("continue_final_message");
+            assert_eq!(check(fields::CHAT, &body), want, "{body}");
+        }
+        // check_logprobs (completion): logprobs must be set, and a number.
+        for (body, want) in [
+            (r#""logprob_token_ids":[1]"#, Some("logprob_token_ids")),
+            (
+                r#""logprob_token_ids":[1],"logprobs":null"#,
+                Some("logprob_token_ids"),
+            ),
+            (r#""logprob_token_ids":[1],"logprobs":0"#, None),
+            (r#""logprobs":"2""#, Some("logprobs")),
+            (r#""prompt_logprobs":{}"#, Some("prompt_logprobs")),
+        ] {
+            let body = format!("{{{messages},{body}}}");
+            assert_eq!(check(fields::COMPLETION, &body), want, "{body}");
         }
         // validate_prompt_and_prompt_embeds.
         for (body, refused) in [
@@ -339,23 +533,31 @@ mod tests {
             (r#"{"prompt_embeds":[""]}"#, false),
         ] {
             assert_eq!(
-                check(Completions, body),
+                check(fields::COMPLETION, body),
                 refused.then_some("prompt"),
                 "{body}"
             );
-            assert_eq!(check(Chat, body), None, "{body}");
         }
         // ResponsesRequest.validate_prompt: any prompt but null.
         assert_eq!(
-            check(Responses, r#"{"input":"i","prompt":""}"#),
+            check(fields::RESPONSES, r#"{"input":"i","prompt":""}"#),
             Some("prompt")
         );
         assert_eq!(
-            check(ResponsesRender, r#"{"input":"i","prompt":{}}"#),
+            check(fields::RESPONSES, r#"{"input":"i","prompt":{}}"#),
             Some("prompt")
         );
-        assert_eq!(check(Responses, r#"{"input":"i","prompt":null}"#), None);
-        assert_eq!(check(Tokenize, r#"{"stream_options":{"a":1}}"#), None);
+        assert_eq!(
+            check(fields::RESPONSES, r#"{"input":"i","prompt":null}"#),
+            None
+        );
+        assert_eq!(
+            check(
+                fields::TOKENIZE,
+                r#"{"prompt":"p","stream_options":{"a":1}}"#
+            ),
+            None
+        );
     }
 
     proptest! {
@@ -364,8 +566,9 @@ mod tests {
             table in any::<prop::sample::Index>(),
             members in prop::collection::vec((any::<prop::sample::Index>(), any::<bool>(), 0..8usize), 0..24),
         ) {
-            let tables = tables();
-            let table = tables[table.index(tables.len())];
+            let models = models();
+            let model = models[table.index(models.len())];
+            let table = model.fields;
             prop_assume!(!table.is_empty());
             let values = ["null", "1", "1.5", "\"x\"", "\"12\"", "[1]", "{\"a\":1}", "true"];
             let body = members
@@ -377,7 +580,7 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(",");
             let findings = crate::inspect::inspect(format!("{{{body}}}").as_bytes(), 970).unwrap();
-            prop_assert_eq!(Model::new(table).first_error(&findings), reference(table, &findings));
+            prop_assert_eq!(Model::new(model).first_error(&findings), reference(table, &findings));
         }
     }
 }

@@ -106,14 +106,8 @@ pub struct Facts {
     pub model: StrField,
     /// `messages` is present (chat form of tokenize/pooling requests).
     pub has_messages: bool,
-    /// The kind of `prompt` (completion form of tokenize), if present.
-    pub prompt: Option<Kind>,
-    /// The kind of `prompt_embeds`, if present.
-    pub prompt_embeds: Option<Kind>,
-    /// The kind of `stream`, if present.
-    pub stream: Option<Kind>,
-    /// The kind of `stream_options`, if present.
-    pub stream_options: Option<Kind>,
+    /// The kinds of the members that vLLM's request-model checks read ([`Read`]).
+    pub read: Kinds,
     /// `input` is present (text form of pooling requests).
     pub has_input: bool,
     /// `chat_template` is present and not null.
@@ -130,6 +124,78 @@ pub struct Facts {
     pub previous_response: bool,
     /// A top-level key holds a lone surrogate (pydantic refuses it as an extra field name).
     pub surrogate_key: bool,
+}
+
+/// Top-level members whose kinds vLLM's request-model checks read from the raw body
+/// (`data.get(name)`): the last occurrence of each, noted while the body is scanned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// `prompt`.
+    Prompt,
+    /// `prompt_embeds`.
+    PromptEmbeds,
+    /// `stream`.
+    Stream,
+    /// `stream_options`.
+    StreamOptions,
+    /// `continue_final_message`.
+    ContinueFinalMessage,
+    /// `add_generation_prompt`.
+    AddGenerationPrompt,
+    /// `logprob_token_ids`.
+    LogprobTokenIds,
+    /// `use_beam_search`.
+    UseBeamSearch,
+    /// `logprobs`.
+    Logprobs,
+    /// `prompt_logprobs`.
+    PromptLogprobs,
+    /// `top_logprobs`.
+    TopLogprobs,
+}
+
+impl Read {
+    const ALL: [Read; 11] = [
+        Read::Prompt,
+        Read::PromptEmbeds,
+        Read::Stream,
+        Read::StreamOptions,
+        Read::ContinueFinalMessage,
+        Read::AddGenerationPrompt,
+        Read::LogprobTokenIds,
+        Read::UseBeamSearch,
+        Read::Logprobs,
+        Read::PromptLogprobs,
+        Read::TopLogprobs,
+    ];
+
+    fn of(name: &[u8]) -> Option<Read> {
+        Some(match name {
+            b"prompt" => Read::Prompt,
+            b"prompt_embeds" => Read::PromptEmbeds,
+            b"stream" => Read::Stream,
+            b"stream_options" => Read::StreamOptions,
+            b"continue_final_message" => Read::ContinueFinalMessage,
+            b"add_generation_prompt" => Read::AddGenerationPrompt,
+            b"logprob_token_ids" => Read::LogprobTokenIds,
+            b"use_beam_search" => Read::UseBeamSearch,
+            b"logprobs" => Read::Logprobs,
+            b"prompt_logprobs" => Read::PromptLogprobs,
+            b"top_logprobs" => Read::TopLogprobs,
+            _ => return None,
+        })
+    }
+}
+
+/// The kind of each [`Read`] member (`None`: absent).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Kinds([Option<Kind>; Read::ALL.len()]);
+
+impl Kinds {
+    /// The kind of the member's last occurrence, if present.
+    pub fn get(&self, member: Read) -> Option<Kind> {
+        self.0[member as usize]
+    }
 }
 
 impl Facts {
@@ -426,12 +492,11 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
         }
         _ => sc.value(2)?,
     };
+    if let Some(read) = Read::of(name) {
+        facts.read.0[read as usize] = Some(kind);
+    }
     match name {
         b"messages" => facts.has_messages = true,
-        b"prompt" => facts.prompt = Some(kind),
-        b"prompt_embeds" => facts.prompt_embeds = Some(kind),
-        b"stream" => facts.stream = Some(kind),
-        b"stream_options" => facts.stream_options = Some(kind),
         b"input" => facts.has_input = true,
         b"chat_template" => facts.chat_template = kind != Kind::Null,
         b"use_beam_search" => facts.use_beam_search = kind == Kind::Bool(true),

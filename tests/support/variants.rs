@@ -171,6 +171,9 @@ const EARLIER: &[&str] = &[
     r#""temperature":"hot""#,
     r#""priority":"high""#,
     r#""top_n":"x""#,
+    r#""logprob_token_ids":[1]"#,
+    r#""top_logprobs":"2""#,
+    r#""continue_final_message":true,"add_generation_prompt":true"#,
 ];
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
