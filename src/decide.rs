@@ -141,15 +141,15 @@ pub fn decide(
     if matches!(mode, Mode::Pass | Mode::Shadow | Mode::Route(_)) {
         return Action::Forward;
     }
-    let offending = |except: Option<Field>| -> Vec<Field> {
+    let offending = |except: &[Field]| -> Vec<Field> {
         findings
-            .map(|f| f.offending().filter(|o| Some(*o) != except).collect())
+            .map(|f| f.offending().filter(|o| !except.contains(o)).collect())
             .unwrap_or_default()
     };
     let (fields, rewrite): (_, fn(Vec<Field>) -> Action) = match verdict {
         Verdict::Accept => return Action::Forward,
         Verdict::Reject(field) if mode == Mode::Reject => return Action::RejectGate(*field),
-        Verdict::Reject(_) => (offending(None), Action::Strip),
+        Verdict::Reject(_) => (offending(&[]), Action::Strip),
         Verdict::Invalid(inv) if inv.unclassifiable() => {
             return match on_unclassifiable {
                 OnUnclassifiable::Reject => Action::RejectUnclassifiable(inv.clone()),
@@ -158,7 +158,7 @@ pub fn decide(
         }
         // vLLM refuses it before the gate: a mistyped field must reach it as sent, and the
         // others keep their place (its validation errors count the body's members).
-        Verdict::Invalid(inv) => (offending(inv.mistyped_field()), Action::Nullify),
+        Verdict::Invalid(inv) => (offending(inv.mistyped_gated()), Action::Nullify),
     };
     if fields.is_empty() {
         Action::Forward
@@ -216,6 +216,7 @@ mod tests {
         let v = Verdict::Invalid(Invalid::FieldType {
             field: "mm_processor_kwargs",
             expected: "an object",
+            gated: vec![Field::MmProcessorKwargs],
         });
         assert_eq!(
             decide(Mode::Reject, OnUnclassifiable::Reject, &v, Some(&f)),

@@ -36,9 +36,10 @@ MODELS = {
                  "pooling.classify.protocol:ClassificationChatRequest"],
 }
 # Handled by mmgate's own rules (the gated fields, the model check).
-SKIP = {"mm_processor_kwargs", "media_io_kwargs", "model"}
+SKIP = {"model"}
 # JSON gives pydantic only a string for `bytes`.
 TY = {float: "Float", int: "Int", bool: "Bool", str: "Str", bytes: "Str", list: "List", dict: "Dict"}
+ORDER = ["Float", "Int", "Bool", "Str", "List", "Dict", "DictOfDicts"]
 
 
 def simple(ann):
@@ -54,13 +55,16 @@ def simple(ann):
         if typing.get_origin(a) is typing.Annotated:
             return None, nullable
         ty = TY.get(typing.get_origin(a) or a)
+        values = typing.get_args(a)[1:] if typing.get_origin(a) is dict else ()
+        if values and (typing.get_origin(values[0]) or values[0]) is dict:
+            ty = "DictOfDicts"  # an object whose every value is an object
         if ty is None and isinstance(a, type) and issubclass(a, pydantic.BaseModel):
             ty = "Dict"  # from JSON, a model is read from an object only
         if ty is None:
             return None, nullable
         if ty not in tys:
             tys.append(ty)
-    return (sorted(tys, key=list(TY.values()).index) or None), nullable
+    return (sorted(tys, key=ORDER.index) or None), nullable
 
 
 # Fields a model's before-validator fills in from another member when that one is a list

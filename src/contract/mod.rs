@@ -62,6 +62,8 @@ pub enum Invalid {
         field: &'static str,
         /// What pydantic expects.
         expected: &'static str,
+        /// The gated fields pydantic refuses as sent: they must reach vLLM unchanged.
+        gated: Vec<Field>,
     },
     /// A top-level key with a lone surrogate (pydantic `string_unicode`).
     #[error("a top-level key is not valid Unicode (lone surrogate)")]
@@ -93,11 +95,12 @@ impl Invalid {
         matches!(self, Invalid::ContentType | Invalid::Body(_))
     }
 
-    /// The gated field whose wrong type causes this error, which must reach vLLM as sent.
-    pub fn mistyped_field(&self) -> Option<Field> {
+    /// The gated fields whose wrong types are part of this error, which must reach vLLM as
+    /// sent.
+    pub fn mistyped_gated(&self) -> &[Field] {
         match self {
-            Invalid::FieldType { field, .. } => Field::ALL.into_iter().find(|f| f.name() == *field),
-            _ => None,
+            Invalid::FieldType { gated, .. } => gated,
+            _ => &[],
         }
     }
 }
@@ -174,51 +177,64 @@ fn declared(route: RouteKind, f: &Findings) -> (bool, bool) {
     }
 }
 
-/// The pydantic type errors of the declared gated fields, and of `model`.
+/// What pydantic certainly refuses before the gate: a before-validator, a declared field's
+/// type or absence in every request model of the route, or `model`'s type.
 fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
-    use crate::inspect::scan::Kind;
     if f.facts.surrogate_key {
         return Some(Invalid::KeyNotUnicode);
     }
-    match route_declared(route).refusal(f) {
+    let declared = route_declared(route);
+    // /invocations tries each handler's model in turn; the gated fields are typed by the
+    // handler the body's shape names.
+    let gated = || match route {
+        RouteKind::Invocations => invocations_mistyped(f),
+        _ => declared.mistyped_gated(f),
+    };
+    let field_type = |field, expected, gated| Invalid::FieldType {
+        field,
+        expected,
+        gated,
+    };
+    match declared.refusal(f) {
         Some(types::Refusal::Check(parameter)) => return Some(Invalid::ModelCheck(parameter)),
         Some(types::Refusal::Field(field)) => {
-            return Some(Invalid::FieldType {
-                field,
-                expected: "of the type vLLM declares",
-            })
+            return Some(field_type(field, "of the type vLLM declares", gated()))
         }
         None => {}
     }
     if let StrField::Other(_) = f.facts.model {
-        return Some(Invalid::FieldType {
-            field: "model",
-            expected: "a string",
-        });
+        return Some(field_type("model", "a string", gated()));
     }
-    let (mm, media) = declared(route, f);
+    if route != RouteKind::Invocations {
+        return None;
+    }
+    let gated = gated();
+    let first = gated.first()?.name();
+    Some(field_type(first, "of the type vLLM declares", gated))
+}
+
+/// The gated fields of an /invocations body that the model of the handler its shape names
+/// refuses: `mm_processor_kwargs` not an object, `media_io_kwargs` not an object of objects.
+fn invocations_mistyped(f: &Findings) -> Vec<Field> {
+    use crate::inspect::scan::Kind;
+    let (mm, media) = declared(invocations_route(f), f);
     let object_or_null = |field: Field| {
         matches!(
             f.field(field).kind,
             None | Some(Kind::Null) | Some(Kind::Object { .. })
         )
     };
+    let mut mistyped = Vec::new();
     if mm && !object_or_null(Field::MmProcessorKwargs) {
-        return Some(Invalid::FieldType {
-            field: Field::MmProcessorKwargs.name(),
-            expected: "an object",
-        });
+        mistyped.push(Field::MmProcessorKwargs);
     }
     if media
         && (!object_or_null(Field::MediaIoKwargs)
             || f.field(Field::MediaIoKwargs).non_object_member.is_some())
     {
-        return Some(Invalid::FieldType {
-            field: Field::MediaIoKwargs.name(),
-            expected: "an object of objects",
-        });
+        mistyped.push(Field::MediaIoKwargs);
     }
-    None
+    mistyped
 }
 
 /// The fields the route's pydantic model declares, indexed once ([`types::Declared`]).

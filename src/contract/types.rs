@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::inspect::{Findings, Kind, Member, Read};
+use crate::inspect::{Field, Findings, Kind, Member, Read};
 
 /// A simple declared type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +20,9 @@ pub(super) enum Ty {
     Str,
     List,
     Dict,
+    /// An object whose every value is an object (`dict[str, dict[...]]`); known for the
+    /// gated fields, read as [`Ty::Dict`] for others.
+    DictOfDicts,
 }
 
 /// A declared top-level field: the types it accepts (a union when more than one; none
@@ -138,28 +141,33 @@ pub(super) enum Refusal {
 }
 
 /// Whether pydantic (lax mode) refuses a value of the member's JSON kind for `ty`.
-fn refuses(ty: Ty, m: &Member) -> bool {
+fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
+    let dict = matches!(ty, Ty::Dict | Ty::DictOfDicts);
     match m.kind {
         Kind::Null => true,
         Kind::Array { .. } => ty != Ty::List,
+        Kind::Object { .. } if ty == Ty::DictOfDicts => m
+            .field
+            .is_some_and(|g| findings.field(g).non_object_member.is_some()),
         Kind::Object { .. } => ty != Ty::Dict,
         Kind::Str { .. } => match ty {
             Ty::Float | Ty::Int => !m.numeric_str,
-            Ty::List | Ty::Dict => true,
+            Ty::List | Ty::Dict | Ty::DictOfDicts => true,
             Ty::Bool | Ty::Str => false,
         },
         Kind::NonFinite => ty != Ty::Float,
-        Kind::Number { .. } | Kind::Bool(_) => matches!(ty, Ty::Str | Ty::List | Ty::Dict),
+        Kind::Number { .. } | Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::List),
     }
 }
 
 /// Whether pydantic refuses the member for `f` whatever else the value holds (a field of
-/// no plain type, `tys: &[]`, never is).
-fn certainly_invalid(f: &FieldTy, m: &Member) -> bool {
+/// no plain type, `tys: &[]`, never is). `m` is the last member of its name, the one a
+/// gated field's findings describe.
+fn certainly_invalid(f: &FieldTy, m: &Member, findings: &Findings) -> bool {
     match m.kind {
         _ if f.tys.is_empty() => false,
         Kind::Null => !f.nullable,
-        _ => f.tys.iter().all(|&ty| refuses(ty, m)),
+        _ => f.tys.iter().all(|&ty| refuses(ty, m, findings)),
     }
 }
 
@@ -214,13 +222,40 @@ impl Declared {
         }
     }
 
-    /// Why the body is certainly refused when every model refuses it (the first model's
-    /// reason, [`Model::refusal`]); `None` when some model may accept it.
+    /// The gated fields that some model declares and certainly refuses as sent.
+    pub(super) fn mistyped_gated(&self, findings: &Findings) -> Vec<Field> {
+        Field::ALL
+            .into_iter()
+            .filter(|&g| {
+                if !findings.field(g).present {
+                    return false;
+                }
+                let Some(m) = findings.member(g.name()) else {
+                    return false;
+                };
+                self.models.iter().any(|model| {
+                    model
+                        .position
+                        .get(g.name())
+                        .is_some_and(|&i| certainly_invalid(&model.fields[i], m, findings))
+                })
+            })
+            .collect()
+    }
+
+    /// Why the body is certainly refused: a before-validator of any model refuses it (its
+    /// error is no pydantic validation error, so it escapes the union: pydantic's smart
+    /// mode tries every model), or every model refuses a field (the first model's, by
+    /// [`Model::first_error`]); `None` when some model may accept it.
     pub(super) fn refusal(&self, findings: &Findings) -> Option<Refusal> {
+        let mut checks = self.models.iter().flat_map(|m| m.checks);
+        if let Some(parameter) = checks.find_map(|c| c.refuses(findings)) {
+            return Some(Refusal::Check(parameter));
+        }
         let mut first = None;
         for model in &self.models {
-            let refusal = model.refusal(findings)?;
-            first.get_or_insert(refusal);
+            let field = model.first_error(findings)?;
+            first.get_or_insert(Refusal::Field(field));
         }
         first
     }
@@ -241,16 +276,6 @@ impl Model {
             position,
             required: (0..fields.len()).filter(|&i| fields[i].required).collect(),
         }
-    }
-
-    /// Why the model certainly refuses the body: a before-validator (they run first), else
-    /// [`Model::first_error`].
-    fn refusal(&self, findings: &Findings) -> Option<Refusal> {
-        self.checks
-            .iter()
-            .find_map(|c| c.refuses(findings))
-            .map(Refusal::Check)
-            .or_else(|| self.first_error(findings).map(Refusal::Field))
     }
 
     /// The first declared field (in declaration order) that pydantic certainly refuses:
@@ -276,7 +301,9 @@ impl Model {
                 continue;
             }
             seen[word] |= bit;
-            if certainly_invalid(&self.fields[i], m) && mistyped.is_none_or(|first| i < first) {
+            if certainly_invalid(&self.fields[i], m, findings)
+                && mistyped.is_none_or(|first| i < first)
+            {
                 mistyped = Some(i);
             }
         }
@@ -324,7 +351,7 @@ mod tests {
             {
                 Some(f.name)
             }
-            Some(m) if certainly_invalid(f, m) => Some(f.name),
+            Some(m) if certainly_invalid(f, m, findings) => Some(f.name),
             _ => None,
         })
     }
@@ -419,13 +446,24 @@ mod tests {
             None
         );
         assert_eq!(error(&[], r#"{"x":1}"#), None);
-        // One model's before-validator refuses; the other model takes the body.
-        let both = r#"{"messages":[],"continue_final_message":true,"add_generation_prompt":1}"#;
-        assert_eq!(check(fields::TOKENIZE, both), None);
-        let chat_only =
-            r#"{"messages":[],"continue_final_message":true,"add_generation_prompt":1,"prompt":5}"#;
-        assert_eq!(error(fields::TOKENIZE, chat_only), Some("prompt"));
-        assert_eq!(check(fields::CHAT, both), Some("continue_final_message"));
+        // One model's before-validator refuses the body even where another model takes it:
+        // its error escapes pydantic's union.
+        let both = r#"{"prompt":"p","input":"i","messages":[],"continue_final_message":true,"add_generation_prompt":1}"#;
+        for route in [
+            fields::TOKENIZE,
+            fields::EMBEDDINGS,
+            fields::POOLING,
+            fields::CHAT,
+        ] {
+            assert_eq!(
+                check(route, both),
+                Some("continue_final_message"),
+                "{}",
+                route[0].name
+            );
+        }
+        assert_eq!(check(fields::SCORE, both), None);
+        assert_eq!(check(fields::TOKENIZE, r#"{"prompt":"p"}"#), None);
         // EmbeddingChatInputRequest fills `messages` in from a list `input`.
         let chat_input = &fields::EMBEDDINGS[3];
         assert_eq!(chat_input.name, "EmbeddingChatInputRequest");
@@ -436,6 +474,43 @@ mod tests {
         assert_eq!(missing(r#"{"input":[{"role":"user"}]}"#), None);
         assert_eq!(missing(r#"{"input":"text"}"#), Some("input"));
         assert_eq!(missing(r#"{"x":1}"#), Some("input"));
+    }
+
+    #[test]
+    fn the_gated_fields_are_typed_per_model() {
+        let findings = |body: &str| crate::inspect::inspect(body.as_bytes(), 970).unwrap();
+        let gated = |route, body: &str| Declared::new(route).mistyped_gated(&findings(body));
+        // Tokenize: the completion form declares neither field, the chat form both.
+        let both_forms = r#"{"prompt":[],"messages":[],"media_io_kwargs":{"image":[]}}"#;
+        assert_eq!(error(fields::TOKENIZE, both_forms), Some("prompt"));
+        assert_eq!(gated(fields::TOKENIZE, both_forms), [Field::MediaIoKwargs]);
+        let completion_form = r#"{"prompt":"hi","mm_processor_kwargs":"x"}"#;
+        assert_eq!(error(fields::TOKENIZE, completion_form), None);
+        // Chat: an object for mm_processor_kwargs, an object of objects for media_io_kwargs,
+        // the last duplicate as pydantic reads it.
+        for (body, want) in [
+            (
+                r#"{"messages":[],"mm_processor_kwargs":"x","media_io_kwargs":{"a":1}}"#,
+                &[Field::MmProcessorKwargs, Field::MediaIoKwargs][..],
+            ),
+            (
+                r#"{"messages":[],"media_io_kwargs":{"a":{}},"mm_processor_kwargs":null}"#,
+                &[],
+            ),
+            (
+                r#"{"messages":[],"media_io_kwargs":{"a":1},"media_io_kwar\u0067s":{"a":{}}}"#,
+                &[],
+            ),
+            (
+                r#"{"messages":[],"media_io_kwargs":{"a":{}},"media_io_kwargs":[]}"#,
+                &[Field::MediaIoKwargs],
+            ),
+        ] {
+            assert_eq!(gated(fields::CHAT, body), want, "{body}");
+            let refused = error(fields::CHAT, body);
+            assert_eq!(refused.is_some(), !want.is_empty(), "{body}");
+            assert!(refused.is_none_or(|r| want.iter().any(|f| f.name() == r)));
+        }
     }
 
     #[test]
