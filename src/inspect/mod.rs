@@ -168,23 +168,6 @@ impl Read {
         Read::PromptLogprobs,
         Read::TopLogprobs,
     ];
-
-    fn of(name: &[u8]) -> Option<Read> {
-        Some(match name {
-            b"prompt" => Read::Prompt,
-            b"prompt_embeds" => Read::PromptEmbeds,
-            b"stream" => Read::Stream,
-            b"stream_options" => Read::StreamOptions,
-            b"continue_final_message" => Read::ContinueFinalMessage,
-            b"add_generation_prompt" => Read::AddGenerationPrompt,
-            b"logprob_token_ids" => Read::LogprobTokenIds,
-            b"use_beam_search" => Read::UseBeamSearch,
-            b"logprobs" => Read::Logprobs,
-            b"prompt_logprobs" => Read::PromptLogprobs,
-            b"top_logprobs" => Read::TopLogprobs,
-            _ => return None,
-        })
-    }
 }
 
 /// The kind of each [`Read`] member (`None`: absent).
@@ -492,20 +475,52 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
         }
         _ => sc.value(2)?,
     };
-    if let Some(read) = Read::of(name) {
-        facts.read.0[read as usize] = Some(kind);
-    }
-    match name {
-        b"messages" => facts.has_messages = true,
-        b"input" => facts.has_input = true,
-        b"chat_template" => facts.chat_template = kind != Kind::Null,
-        b"use_beam_search" => facts.use_beam_search = kind == Kind::Bool(true),
-        b"tools" => facts.has_tools = kind != Kind::Null,
-        b"previous_response_id" => facts.previous_response = kind != Kind::Null,
-        b"chat_template_kwargs" if !matches!(kind, Kind::Object { .. }) => {
-            facts.chat_template_kwargs_template = false
+    // One match per member: the facts, and the kinds the request models' checks read.
+    let read = match name {
+        b"messages" => {
+            facts.has_messages = true;
+            None
         }
-        _ => {}
+        b"input" => {
+            facts.has_input = true;
+            None
+        }
+        b"chat_template" => {
+            facts.chat_template = kind != Kind::Null;
+            None
+        }
+        b"use_beam_search" => {
+            facts.use_beam_search = kind == Kind::Bool(true);
+            Some(Read::UseBeamSearch)
+        }
+        b"tools" => {
+            facts.has_tools = kind != Kind::Null;
+            None
+        }
+        b"previous_response_id" => {
+            facts.previous_response = kind != Kind::Null;
+            None
+        }
+        b"chat_template_kwargs" => {
+            if !matches!(kind, Kind::Object { .. }) {
+                facts.chat_template_kwargs_template = false;
+            }
+            None
+        }
+        b"prompt" => Some(Read::Prompt),
+        b"prompt_embeds" => Some(Read::PromptEmbeds),
+        b"stream" => Some(Read::Stream),
+        b"stream_options" => Some(Read::StreamOptions),
+        b"continue_final_message" => Some(Read::ContinueFinalMessage),
+        b"add_generation_prompt" => Some(Read::AddGenerationPrompt),
+        b"logprob_token_ids" => Some(Read::LogprobTokenIds),
+        b"logprobs" => Some(Read::Logprobs),
+        b"prompt_logprobs" => Some(Read::PromptLogprobs),
+        b"top_logprobs" => Some(Read::TopLogprobs),
+        _ => None,
+    };
+    if let Some(read) = read {
+        facts.read.0[read as usize] = Some(kind);
     }
     Ok(kind)
 }
