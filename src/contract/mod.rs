@@ -307,7 +307,7 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
     }
     match fam {
         Family::Chat { render } => {
-            if render && facts.use_beam_search {
+            if render && facts.use_beam_search() {
                 return Verdict::Invalid(Invalid::BeamSearchRender);
             }
             if facts.needs_tool_parser() && (!up.tool_call_parser || !facts.has_tools) {

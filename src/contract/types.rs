@@ -227,9 +227,6 @@ impl Declared {
         Field::ALL
             .into_iter()
             .filter(|&g| {
-                if !findings.field(g).present {
-                    return false;
-                }
                 let Some(m) = findings.member(g.name()) else {
                     return false;
                 };

@@ -116,8 +116,6 @@ pub struct Facts {
     pub chat_template_kwargs_template: bool,
     /// `tool_choice` (a string value, or `Other` for a named tool choice object).
     pub tool_choice: StrField,
-    /// `use_beam_search` is `true`.
-    pub use_beam_search: bool,
     /// `tools` is present and not null.
     pub has_tools: bool,
     /// `previous_response_id` is present and not null (Responses API).
@@ -182,6 +180,11 @@ impl Kinds {
 }
 
 impl Facts {
+    /// `use_beam_search` is `true` (its last occurrence).
+    pub fn use_beam_search(&self) -> bool {
+        self.read.get(Read::UseBeamSearch) == Some(Kind::Bool(true))
+    }
+
     /// A chat template reaches vLLM with the request (refused unless the server trusts them).
     pub fn sends_chat_template(&self) -> bool {
         self.chat_template || self.chat_template_kwargs_template
@@ -489,10 +492,7 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
             facts.chat_template = kind != Kind::Null;
             None
         }
-        b"use_beam_search" => {
-            facts.use_beam_search = kind == Kind::Bool(true);
-            Some(Read::UseBeamSearch)
-        }
+        b"use_beam_search" => Some(Read::UseBeamSearch),
         b"tools" => {
             facts.has_tools = kind != Kind::Null;
             None

@@ -44,7 +44,7 @@ fn facts_are_read() {
         r#"{"model":"ti\u006ey","messages":[],"chat_template_kwargs":{"chat_template":"x"},"tool_choice":"none","use_beam_search":true}"#,
     );
     assert_eq!(f.facts.model, StrField::Str("tiny".into()));
-    assert!(f.facts.has_messages && f.facts.sends_chat_template() && f.facts.use_beam_search);
+    assert!(f.facts.has_messages && f.facts.sends_chat_template() && f.facts.use_beam_search());
     assert!(!f.facts.needs_tool_parser());
 }
 
