@@ -71,7 +71,21 @@ pub enum Transport {
     Tls,
 }
 
-type Builder = auto::Builder<TokioExecutor>;
+/// How a worker serves connections: `auto` tells HTTP/2's preface from HTTP/1 by reading
+/// it; `http1` serves a plain connection whose first bytes cannot start that preface,
+/// without auto's rewinding wrapper around every read.
+struct Builders {
+    auto: auto::Builder<TokioExecutor>,
+    http1: hyper::server::conn::http1::Builder,
+}
+
+/// The client preface every HTTP/2 connection starts with (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the first bytes of a plain connection may still be HTTP/2's preface.
+fn may_be_http2(first: &[u8]) -> bool {
+    H2_PREFACE.starts_with(first)
+}
 
 /// Serves the gateway in force on `listener` from `workers` threads until `stop` turns
 /// true, then drains open connections for at most `drain`.
@@ -182,14 +196,14 @@ async fn work(
     transport: Transport,
     drain: Duration,
 ) {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
     // The header timeout is kept by the framing watch (one timer per connection instead
     // of hyper's one per request head).
-    builder
-        .http1()
-        .header_read_timeout(None)
-        .max_buf_size(64 * 1024);
-    let builder = Arc::new(builder);
+    const MAX_BUF: usize = 64 * 1024;
+    let mut auto = auto::Builder::new(TokioExecutor::new());
+    auto.http1().header_read_timeout(None).max_buf_size(MAX_BUF);
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1.header_read_timeout(None).max_buf_size(MAX_BUF);
+    let builder = Arc::new(Builders { auto, http1 });
     let graceful = GracefulShutdown::new();
     let mut tasks = tokio::task::JoinSet::new();
     while let Some((stream, remote)) = accepted.recv().await {
@@ -214,18 +228,19 @@ async fn work(
                 None => {
                     // A connection that never sends a byte is closed here, before any
                     // per-connection state is built for it (slowloris).
-                    let mut first = [0u8; 1];
-                    match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
-                        Ok(Ok(n)) if n > 0 => {}
-                        _ => return,
-                    }
+                    let mut first = [0u8; H2_PREFACE.len()];
+                    let h2 =
+                        match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
+                            Ok(Ok(n)) if n > 0 => may_be_http2(&first[..n]),
+                            _ => return,
+                        };
                     let conn = (stream, remote, None);
-                    connection(&builder, live, conn, header_timeout, watcher).await
+                    connection(&builder, h2, live, conn, header_timeout, watcher).await
                 }
                 Some(tls) => match crate::tls::accept(tls.config, stream, header_timeout).await {
                     Ok((stream, peer)) => {
                         let conn = (stream, remote, Some(peer));
-                        connection(&builder, live, conn, header_timeout, watcher).await
+                        connection(&builder, true, live, conn, header_timeout, watcher).await
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, %remote, "TLS handshake failed");
@@ -252,10 +267,11 @@ async fn work(
 
 /// Serves one connection: its stream, the client's address and, over TLS, the handshake's
 /// client certificate names (`Some(None)` without a certificate), until it ends or shutdown
-/// drains it. Requests over TLS are marked `X-Forwarded-Proto: https` (replacing what the
-/// client sent).
+/// drains it; with `auto` unless `may_be_h2` is false. Requests over TLS are marked
+/// `X-Forwarded-Proto: https` (replacing what the client sent).
 async fn connection<S>(
-    builder: &Builder,
+    builder: &Builders,
+    may_be_h2: bool,
     live: Arc<Live>,
     (stream, remote, tls): (S, SocketAddr, Option<Option<PeerCertificate>>),
     header_timeout: Duration,
@@ -287,8 +303,14 @@ where
             Ok::<_, Infallible>(res.map(|inner| Answer { inner, progress }))
         }
     });
-    let served = builder.serve_connection(TokioIo::new(stream), service);
-    watcher.watch(served.into_owned()).await
+    let io = TokioIo::new(stream);
+    if may_be_h2 {
+        let served = builder.auto.serve_connection(io, service);
+        watcher.watch(served.into_owned()).await
+    } else {
+        let served = builder.http1.serve_connection(io, service);
+        Ok(watcher.watch(served).await?)
+    }
 }
 
 /// A response body that tells the connection's watch when it has ended (hyper drops it
@@ -322,5 +344,31 @@ impl http_body::Body for Answer {
 impl Drop for Answer {
     fn drop(&mut self) {
         self.progress.response_ended();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_be_http2;
+
+    #[test]
+    fn only_a_prefix_of_the_http2_preface_goes_to_auto_detection() {
+        for first in [
+            &b"P"[..],
+            b"PR",
+            b"PRI * HTTP/2",
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        ] {
+            assert!(may_be_http2(first), "{first:?}");
+        }
+        for first in [
+            &b"POST /v1/chat"[..],
+            b"PUT",
+            b"GET /",
+            b"PRI * HTTP/1.1",
+            b"\r\n",
+        ] {
+            assert!(!may_be_http2(first), "{first:?}");
+        }
     }
 }
