@@ -396,9 +396,7 @@ impl Gateway {
         let (parts, body) = req.into_parts();
         let sent = Instant::now();
         let errors = &self.metrics.upstream_errors;
-        let res = upstream
-            .forward(parts, body, conn.remote_ip(), errors)
-            .await;
+        let res = upstream.forward(parts, body, conn, errors).await;
         if let Err(GateError::UpstreamUnreachable { .. }) = &res {
             pool.connect_failed(upstream.authority());
         }

@@ -37,21 +37,36 @@ pub struct ConnInfo {
     pub remote: SocketAddr,
     /// `remote`'s IP address as text, formatted once ([`ConnInfo::remote_ip`]).
     remote_ip: http::HeaderValue,
+    /// How the server the client reached names itself ([`ConnInfo::own_host`]).
+    own_host: http::HeaderValue,
     /// The verified client certificate's identity (mTLS); filled in by a TLS listener,
     /// `None` on plain TCP.
     pub peer: Option<PeerCertificate>,
 }
 
 impl ConnInfo {
-    /// What is known of a connection from `remote`, with `peer`'s certificate identity.
-    pub fn new(id: u64, remote: SocketAddr, peer: Option<PeerCertificate>) -> Self {
+    /// What is known of a connection from `remote` to `local` (over TLS when `peer` is
+    /// `Some`), with the certificate identity `peer` holds.
+    pub fn new(
+        id: u64,
+        remote: SocketAddr,
+        local: SocketAddr,
+        peer: Option<Option<PeerCertificate>>,
+    ) -> Self {
         let ip = remote.ip().to_string();
         ConnInfo {
             id,
             remote,
             remote_ip: http::HeaderValue::from_str(&ip).expect("an IP address is a header value"),
-            peer,
+            own_host: crate::upstream::host::own(local, peer.is_some()),
+            peer: peer.flatten(),
         }
+    }
+
+    /// The `Host` for a request that has no valid one of its own: the address the client
+    /// connected to, as vLLM reached directly would name itself in a redirect.
+    pub fn own_host(&self) -> &http::HeaderValue {
+        &self.own_host
     }
 
     /// The client's IP address as text (`X-Forwarded-For`, logs).
@@ -208,7 +223,9 @@ async fn work(
     let mut tasks = tokio::task::JoinSet::new();
     while let Some((stream, remote)) = accepted.recv().await {
         while tasks.try_join_next().is_some() {}
-        let stream = match tokio::net::TcpStream::from_std(stream) {
+        let (stream, local) = match tokio::net::TcpStream::from_std(stream)
+            .and_then(|s| s.local_addr().map(|local| (s, local)))
+        {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot serve an accepted connection");
@@ -234,12 +251,12 @@ async fn work(
                             Ok(Ok(n)) if n > 0 => may_be_http2(&first[..n]),
                             _ => return,
                         };
-                    let conn = (stream, remote, None);
+                    let conn = (stream, remote, local, None);
                     connection(&builder, h2, live, conn, header_timeout, watcher).await
                 }
                 Some(tls) => match crate::tls::accept(tls.config, stream, header_timeout).await {
                     Ok((stream, peer)) => {
-                        let conn = (stream, remote, Some(peer));
+                        let conn = (stream, remote, local, Some(peer));
                         connection(&builder, true, live, conn, header_timeout, watcher).await
                     }
                     Err(e) => {
@@ -265,15 +282,15 @@ async fn work(
     tasks.abort_all();
 }
 
-/// Serves one connection: its stream, the client's address and, over TLS, the handshake's
-/// client certificate names (`Some(None)` without a certificate), until it ends or shutdown
+/// Serves one connection: its stream, the client's and its own address and, over TLS, the
+/// handshake's client certificate names (`Some(None)` without a certificate), until it ends or shutdown
 /// drains it; with `auto` unless `may_be_h2` is false. Requests over TLS are marked
 /// `X-Forwarded-Proto: https` (replacing what the client sent).
 async fn connection<S>(
     builder: &Builders,
     may_be_h2: bool,
     live: Arc<Live>,
-    (stream, remote, tls): (S, SocketAddr, Option<Option<PeerCertificate>>),
+    (stream, remote, local, tls): (S, SocketAddr, SocketAddr, Option<Option<PeerCertificate>>),
     header_timeout: Duration,
     watcher: hyper_util::server::graceful::Watcher,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
@@ -281,8 +298,8 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let id = CONN_IDS.fetch_add(1, Ordering::Relaxed);
-    let conn = Arc::new(ConnInfo::new(id, remote, tls.clone().flatten()));
     let https = tls.is_some();
+    let conn = Arc::new(ConnInfo::new(id, remote, local, tls));
     let (stream, progress) = Watched::new(stream, header_timeout);
     let requests = AtomicU64::new(0);
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {

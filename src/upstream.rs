@@ -31,9 +31,11 @@ use prometheus::IntCounterVec;
 
 use crate::config;
 use crate::error::GateError;
+use crate::listen::ConnInfo;
 
 mod conns;
 mod h1;
+pub mod host;
 pub(crate) use conns::on_worker_thread;
 use conns::{Conns, Leased, SendError};
 use h1::Failure;
@@ -43,8 +45,6 @@ use h1::Failure;
 pub struct Upstream {
     conns: Arc<Conns>,
     authority: http::uri::Authority,
-    /// `Host` for requests that have none: the authority, validated once.
-    host: Option<HeaderValue>,
     response_timeout: Duration,
 }
 
@@ -59,7 +59,6 @@ impl Upstream {
             .unwrap_or_else(|| http::uri::Authority::from_static("127.0.0.1"));
         Upstream {
             conns: Arc::new(conns),
-            host: HeaderValue::from_str(authority.as_str()).ok(),
             authority,
             response_timeout: cfg.response_timeout,
         }
@@ -83,19 +82,17 @@ impl Upstream {
         &self,
         mut parts: http::request::Parts,
         body: Body,
-        client: &HeaderValue,
+        conn: &ConnInfo,
         errors: &IntCounterVec,
     ) -> Result<Response<Body>, GateError> {
         // The connection writes the URI's path and query (origin form); an HTTP/2 client's
-        // scheme and authority are not sent.
+        // authority is sent as `Host` (`host::replacement`), its scheme not at all.
         // First: a client's `Connection: host` must not remove the Host set below.
         remove_hop_by_hop(&mut parts.headers);
-        if !parts.headers.contains_key(header::HOST) {
-            if let Some(h) = &self.host {
-                parts.headers.insert(header::HOST, h.clone());
-            }
+        if let Some(h) = host::replacement(&parts, conn.own_host()) {
+            parts.headers.insert(header::HOST, h);
         }
-        let forwarded = forwarded(&parts.headers, client);
+        let forwarded = forwarded(&parts.headers, conn.remote_ip());
         parts.version = http::Version::HTTP_11;
         match self
             .send(Request::from_parts(parts, body), &forwarded)

@@ -3,6 +3,8 @@
 //! what vLLM 0.31 would reject, strip removes exactly the offending fields, reject answers
 //! vLLM's own gate error; plus limits, upstream failures and the admin listener.
 
+#[path = "support/raw.rs"]
+mod raw;
 mod support;
 
 use std::convert::Infallible;
@@ -101,6 +103,49 @@ async fn pass_forwards_bytes_host_path_and_query_as_sent_and_appends_forwarded_f
     send(&client(), gw.addr, "POST", CHAT, &headers, chat("")).await;
     let xff = &fake.received()[1].headers["x-forwarded-for"];
     assert_eq!(xff, "10.0.0.1, 127.0.0.1", "the client is appended");
+}
+
+#[tokio::test]
+async fn a_request_without_a_valid_host_is_forwarded_with_the_address_the_client_reached() {
+    // vLLM builds its redirect's `Location` from `Host`, or from its own address when
+    // `Host` is missing or invalid: through mmgate, that address is mmgate's.
+    let fake = FakeVllm::start().await;
+    let gw = gateway(&mode("pass"), &fake).await;
+    let body = chat("");
+    for (host, expect) in [
+        (None, gw.addr.to_string()),
+        (Some("a b"), gw.addr.to_string()),
+        (Some("api.test:99999"), gw.addr.to_string()),
+        (Some("api.test:8443"), "api.test:8443".to_string()),
+        (Some("[::1]:8000"), "[::1]:8000".to_string()),
+    ] {
+        fake.clear();
+        let mut conn = raw::Conn::open(gw.addr).await;
+        let host = host.map_or(String::new(), |h| format!("Host: {h}\r\n"));
+        let head = format!(
+            "POST {CHAT} HTTP/1.1\r\n{host}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        conn.write(head.as_bytes()).await;
+        conn.write(body.as_bytes()).await;
+        let r = conn.response().await.unwrap();
+        assert_eq!(r.status, 200, "{host:?}: {}", r.text());
+        assert_eq!(fake.received()[0].headers["host"], expect, "{host:?}");
+    }
+
+    // An HTTP/2 client's authority is its Host (RFC 9113 §8.3.1).
+    fake.clear();
+    let h2: Client<_, http_body_util::Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let authority = format!("localhost:{}", gw.addr.port());
+    let req = http::Request::post(format!("http://{authority}{CHAT}"))
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(Bytes::from(body)))
+        .unwrap();
+    let res = h2.request(req).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(fake.received()[0].headers["host"], authority);
 }
 
 /// The offending-request log lines (their request ids) the real binary writes for one

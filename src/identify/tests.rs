@@ -35,7 +35,8 @@ header_ids = ["batch-a", "batch-b"]
 }
 
 fn conn(addr: &str, peer: Option<PeerCertificate>) -> ConnInfo {
-    ConnInfo::new(1, addr.parse().unwrap(), peer)
+    let local = "127.0.0.1:8080".parse().unwrap();
+    ConnInfo::new(1, addr.parse().unwrap(), local, peer.map(Some))
 }
 
 fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
