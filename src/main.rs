@@ -286,6 +286,9 @@ fn serve(policy: PathBuf, drain: Duration) -> ExitCode {
         }
     };
     runtime.block_on(async move {
+        // Before serving: a signal that arrives once the gateway answers is handled, never
+        // left to its default action (which ends the process without a drain).
+        let signals = Signals::install();
         let clock = mmgate::limits::RateClock::default();
         let running = match mmgate::server::start_file(&policy, drain, clock).await {
             Ok(r) => r,
@@ -296,48 +299,87 @@ fn serve(policy: PathBuf, drain: Duration) -> ExitCode {
         };
         tracing::info!(listen = %running.addr, admin = %running.admin, "mmgate serving");
         let stop = running.shutdown_handle();
+        let Signals {
+            stop: stop_signal,
+            hangup,
+        } = signals;
         tokio::spawn(async move {
-            wait_for_signal().await;
+            stop_signal.await;
             tracing::info!("shutdown signal received; draining");
             stop.shutdown();
         });
-        reload_on_hangup(running.live());
+        reload_on_hangup(hangup, running.live());
         running.wait().await;
         ExitCode::SUCCESS
     })
 }
 
-/// SIGHUP re-reads the policy and certificates (errors are logged and counted there).
-fn reload_on_hangup(live: std::sync::Arc<mmgate::reload::Live>) {
+/// The signals the gateway answers: the stop (SIGTERM, SIGINT) and, on Unix, SIGHUP.
+struct Signals {
+    stop: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
     #[cfg(unix)]
+    hangup: Option<tokio::signal::unix::Signal>,
+    #[cfg(not(unix))]
+    hangup: Option<()>,
+}
+
+impl Signals {
+    /// Registers the handlers now (inside the runtime), so none is missed later.
+    fn install() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (term, int) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            );
+            let stop = async move {
+                match (term, int) {
+                    (Ok(mut term), Ok(mut int)) => {
+                        tokio::select! {
+                            _ = term.recv() => {}
+                            _ = int.recv() => {}
+                        }
+                    }
+                    _ => {
+                        let _ = tokio::signal::ctrl_c().await;
+                    }
+                }
+            };
+            Signals {
+                stop: Box::pin(stop),
+                hangup: signal(SignalKind::hangup()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        Signals {
+            stop: Box::pin(async {
+                let _ = tokio::signal::ctrl_c().await;
+            }),
+            hangup: None,
+        }
+    }
+}
+
+/// SIGHUP re-reads the policy and certificates (errors are logged and counted there).
+#[cfg(unix)]
+fn reload_on_hangup(
+    hangup: Option<tokio::signal::unix::Signal>,
+    live: std::sync::Arc<mmgate::reload::Live>,
+) {
+    let Some(mut hup) = hangup else {
+        return;
+    };
     tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            return;
-        };
         while hup.recv().await.is_some() {
             tracing::info!("SIGHUP received; reloading the policy");
             let _ = live.reload().await;
         }
     });
-    #[cfg(not(unix))]
-    let _ = live;
 }
 
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
-}
+#[cfg(not(unix))]
+fn reload_on_hangup(_: Option<()>, _: std::sync::Arc<mmgate::reload::Live>) {}
 
 fn hash_key(key: Option<String>) -> ExitCode {
     let key = match key {
