@@ -442,6 +442,52 @@ mod tests {
         );
     }
 
+    /// Scalars are read as pydantic's lax mode reads them (seen on the real server): a
+    /// string or number a `bool`/`int`/`float` field cannot take is refused before the gate,
+    /// and `use_beam_search: "yes"` is beam search.
+    #[test]
+    fn declared_scalars_are_coerced_as_pydantic_coerces_them() {
+        let up = UpstreamFacts::default();
+        let with = |member: &str| {
+            format!(r#"{{"model":"m","messages":[],{member},"mm_processor_kwargs":{{"a":1}}}}"#)
+        };
+        let gate = Verdict::Reject(Field::MmProcessorKwargs);
+        for refused in [
+            r#""use_beam_search":"tru""#,
+            r#""use_beam_search":2"#,
+            r#""use_beam_search":"\ud800""#,
+            r#""max_tokens":5.5"#,
+            r#""max_tokens":"1e3""#,
+            r#""max_tokens":"\ud83d\ude00""#,
+            r#""temperature":"hot""#,
+            r#""temperature":"1\ud800""#,
+        ] {
+            let got = v(RouteKind::Chat, &with(refused), &up);
+            assert!(
+                matches!(got, Verdict::Invalid(Invalid::FieldType { .. })),
+                "{refused}: {got:?}"
+            );
+        }
+        for taken in [
+            r#""use_beam_search":"no""#,
+            r#""use_beam_search":0.0"#,
+            r#""max_tokens":" 1_000 ""#,
+            r#""max_tokens":2.0"#,
+            r#""temperature":"1_0.5e-1""#,
+            r#""temperature":"-Infinity""#,
+            r#""user":"\ud800""#,
+        ] {
+            assert_eq!(v(RouteKind::Chat, &with(taken), &up), gate, "{taken}");
+        }
+        for beam in [r#""use_beam_search":"yes""#, r#""use_beam_search":1"#] {
+            assert_eq!(
+                v(RouteKind::ChatRender, &with(beam), &up),
+                Verdict::Invalid(Invalid::BeamSearchRender),
+                "{beam}"
+            );
+        }
+    }
+
     #[test]
     fn earlier_checks_win_on_generate_routes_not_on_pooling() {
         let up = UpstreamFacts {

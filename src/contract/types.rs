@@ -151,12 +151,20 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             .is_some_and(|g| findings.field(g).non_object_member.is_some()),
         Kind::Object { .. } => ty != Ty::Dict,
         Kind::Str { .. } => match ty {
-            Ty::Float | Ty::Int => !m.numeric_str,
+            Ty::Float => !m.coerce.float,
+            Ty::Int => !m.coerce.int,
+            Ty::Bool => m.coerce.bool.is_none(),
             Ty::List | Ty::Dict | Ty::DictOfDicts => true,
-            Ty::Bool | Ty::Str => false,
+            Ty::Str => false,
         },
         Kind::NonFinite => ty != Ty::Float,
-        Kind::Number { .. } | Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::List),
+        Kind::Number { .. } => match ty {
+            Ty::Int => !m.coerce.int,
+            Ty::Bool => m.coerce.bool.is_none(),
+            Ty::Float => false,
+            Ty::Str | Ty::List | Ty::Dict | Ty::DictOfDicts => true,
+        },
+        Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::List),
     }
 }
 

@@ -6,6 +6,7 @@
 //! the last occurrence wins, across spellings (`"mm_processor_kwar\u0067s"` is the same key).
 //! Spans are reported in the client's original byte offsets so a strip can edit exactly them.
 
+pub mod coerce;
 pub mod decode;
 mod plain;
 pub mod scan;
@@ -122,6 +123,9 @@ pub struct Facts {
     pub previous_response: bool,
     /// A top-level key holds a lone surrogate (pydantic refuses it as an extra field name).
     pub surrogate_key: bool,
+    /// `use_beam_search` (its last occurrence) is true as pydantic reads it: `true`, `1`,
+    /// `1.0`, or a string such as `"yes"`.
+    pub beam_search: bool,
 }
 
 /// Top-level members whose kinds vLLM's request-model checks read from the raw body
@@ -180,9 +184,9 @@ impl Kinds {
 }
 
 impl Facts {
-    /// `use_beam_search` is `true` (its last occurrence).
+    /// `use_beam_search` is true once validated (its last occurrence).
     pub fn use_beam_search(&self) -> bool {
-        self.read.get(Read::UseBeamSearch) == Some(Kind::Bool(true))
+        self.beam_search
     }
 
     /// A chat template reaches vLLM with the request (refused unless the server trusts them).
@@ -208,8 +212,9 @@ pub struct Member {
     name: Range<usize>,
     /// The value's kind.
     pub kind: Kind,
-    /// For a string value: whether it could be a number to pydantic (digits, inf, nan).
-    pub numeric_str: bool,
+    /// For a string or number: what pydantic's lax mode makes of it as `bool`, `int` and
+    /// `float`.
+    pub coerce: coerce::Coerce,
 }
 
 /// Everything inspection learned about a body that parses.
@@ -328,14 +333,16 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             }
             None => fact_value(sc, &name, &mut facts)?,
         };
-        let numeric_str =
-            matches!(kind, Kind::Str { .. }) && numeric_like(&sc.text()[value_start..sc.pos]);
+        let coerce = coerce::of(kind, &sc.text()[value_start..sc.pos]);
+        if &name[..] == b"use_beam_search" {
+            facts.beam_search = kind == Kind::Bool(true) || coerce.bool == Some(true);
+        }
         members.push(Member {
             span: start..sc.pos,
             field,
             name: at..names.len(),
             kind,
-            numeric_str,
+            coerce,
         });
         Ok(())
     })?;
@@ -440,14 +447,6 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
         occurrences: 0,
         values,
     })
-}
-
-/// Whether a JSON string token could be parsed as a number by pydantic's lax mode.
-fn numeric_like(token: &[u8]) -> bool {
-    token.iter().any(u8::is_ascii_digit)
-        || token
-            .windows(3)
-            .any(|w| w.eq_ignore_ascii_case(b"inf") || w.eq_ignore_ascii_case(b"nan"))
 }
 
 /// Scans a non-gated top-level value, recording what the earlier checks read.

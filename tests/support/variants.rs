@@ -174,6 +174,12 @@ const EARLIER: &[&str] = &[
     r#""logprob_token_ids":[1]"#,
     r#""top_logprobs":"2""#,
     r#""continue_final_message":true,"add_generation_prompt":true"#,
+    r#""use_beam_search":"yes""#,
+    r#""use_beam_search":"tru""#,
+    r#""max_tokens":5.5"#,
+    r#""max_tokens":" 1_000 ""#,
+    r#""temperature":"1_0.5e-1""#,
+    r#""n":"\ud83d\ude00""#,
 ];
 
 /// The body with one member that an earlier check may refuse put first, or with one of the

@@ -1,0 +1,422 @@
+//! What pydantic's lax mode makes of a top-level string or number when the field declares
+//! `bool`, `int` or `float`: the rules of pydantic-core that vLLM's request models validate
+//! the parsed body with, checked against pydantic in vLLM 0.31's environment.
+//!
+//! - `bool`: the strings `0 off f false n no` and `1 on t true y yes` in any case and
+//!   without surrounding space; the numbers 0 and 1 (int or float).
+//! - `int`: a string of an optional sign and digits, with single underscores between digits
+//!   and optionally a fraction of zeros (`"1_000"`, `"5.0"`), surrounded by any Unicode
+//!   white space; a number that is an integer, or a float with no fraction inside the
+//!   64-bit range.
+//! - `float`: any number; a string, trimmed the same way, that is a decimal or exponent
+//!   number (`".5"`, `"5."`, `"1e3"`), `inf`, `infinity` or `nan` in any case, with an
+//!   optional sign and underscores anywhere but first, last or doubled.
+//!
+//! A string with a lone surrogate is refused by all three (pydantic cannot read it as
+//! text); its bytes are never white space, digits or letters, so the grammars refuse it.
+
+use super::scan::{self, Kind};
+
+/// How a value fares as each scalar type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Coerce {
+    /// As `bool`: its value, `None` if refused.
+    pub bool: Option<bool>,
+    /// Accepted as `int`.
+    pub int: bool,
+    /// Accepted as `float`.
+    pub float: bool,
+}
+
+impl Coerce {
+    /// For values that are neither strings nor numbers: only what their kind decides (see
+    /// the type checks), nothing here.
+    pub const NONE: Coerce = Coerce {
+        bool: None,
+        int: false,
+        float: false,
+    };
+}
+
+/// Strings longer than this whose text holds escapes are not decoded to be classified: they
+/// are taken as accepted by all three (the type checks then refuse nothing on their account).
+const MAX_ESCAPED: usize = 256;
+
+/// Classifies a top-level value from its token (a string with its quotes).
+pub fn of(kind: Kind, token: &[u8]) -> Coerce {
+    match kind {
+        Kind::Str { .. } => string(&token[1..token.len() - 1]),
+        Kind::Number { .. } => number(token),
+        _ => Coerce::NONE,
+    }
+}
+
+fn string(raw: &[u8]) -> Coerce {
+    if !raw.contains(&b'\\') {
+        return text(raw);
+    }
+    if raw.len() > MAX_ESCAPED {
+        return Coerce {
+            bool: Some(true),
+            int: true,
+            float: true,
+        };
+    }
+    text(&scan::unescape(raw))
+}
+
+/// A string's decoded (WTF-8) text.
+fn text(s: &[u8]) -> Coerce {
+    Coerce {
+        bool: bool_word(s),
+        int: int_text(trim(s)),
+        float: float_text(trim(s)),
+    }
+}
+
+fn bool_word(s: &[u8]) -> Option<bool> {
+    if s.len() > 5 {
+        return None;
+    }
+    const FALSE: [&[u8]; 6] = [b"0", b"off", b"f", b"false", b"n", b"no"];
+    const TRUE: [&[u8]; 6] = [b"1", b"on", b"t", b"true", b"y", b"yes"];
+    let is = |words: [&[u8]; 6]| words.iter().any(|w| w.eq_ignore_ascii_case(s));
+    if is(FALSE) {
+        Some(false)
+    } else if is(TRUE) {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// Strips Unicode white space (Rust's `char::is_whitespace`, which pydantic-core uses) from
+/// both ends. Text that is not UTF-8 (a lone surrogate) is left as it is.
+fn trim(s: &[u8]) -> &[u8] {
+    if s.is_ascii() {
+        // Tab, line feed, vertical tab, form feed, carriage return and space.
+        let space = |b: &u8| matches!(b, b'\t'..=b'\r' | b' ');
+        let start = s.iter().position(|b| !space(b)).unwrap_or(s.len());
+        let end = s.iter().rposition(|b| !space(b)).map_or(start, |i| i + 1);
+        return &s[start..end];
+    }
+    match std::str::from_utf8(s) {
+        Ok(t) => t.trim().as_bytes(),
+        Err(_) => s,
+    }
+}
+
+/// Digits with single underscores between them.
+fn digits(s: &[u8]) -> bool {
+    !s.is_empty()
+        && s[0].is_ascii_digit()
+        && s[s.len() - 1].is_ascii_digit()
+        && s.iter().all(|&b| b.is_ascii_digit() || b == b'_')
+        && !s.windows(2).any(|w| w == b"__")
+}
+
+fn int_text(s: &[u8]) -> bool {
+    let s = s
+        .strip_prefix(b"+")
+        .or_else(|| s.strip_prefix(b"-"))
+        .unwrap_or(s);
+    let (whole, fraction) = match s.iter().position(|&b| b == b'.') {
+        Some(dot) => (&s[..dot], Some(&s[dot + 1..])),
+        None => (s, None),
+    };
+    digits(whole) && fraction.is_none_or(|f| !f.is_empty() && f.iter().all(|&b| b == b'0'))
+}
+
+fn float_text(s: &[u8]) -> bool {
+    if s.first() == Some(&b'_') || s.last() == Some(&b'_') || s.windows(2).any(|w| w == b"__") {
+        return false;
+    }
+    let plain: Vec<u8> = s.iter().copied().filter(|&b| b != b'_').collect();
+    let body = plain
+        .strip_prefix(b"+")
+        .or_else(|| plain.strip_prefix(b"-"))
+        .unwrap_or(&plain);
+    if [&b"inf"[..], b"infinity", b"nan"]
+        .iter()
+        .any(|w| w.eq_ignore_ascii_case(body))
+    {
+        return true;
+    }
+    // Mantissa: digits with an optional point, at least one digit; then an optional
+    // exponent with an optional sign and at least one digit.
+    let (mantissa, exponent) = match body.iter().position(|&b| b == b'e' || b == b'E') {
+        Some(e) => (&body[..e], Some(&body[e + 1..])),
+        None => (body, None),
+    };
+    let points = mantissa.iter().filter(|&&b| b == b'.').count();
+    let mantissa_ok = points <= 1
+        && mantissa.iter().any(u8::is_ascii_digit)
+        && mantissa.iter().all(|&b| b.is_ascii_digit() || b == b'.');
+    let exponent_ok = exponent.is_none_or(|e| {
+        let e = e
+            .strip_prefix(b"+")
+            .or_else(|| e.strip_prefix(b"-"))
+            .unwrap_or(e);
+        !e.is_empty() && e.iter().all(u8::is_ascii_digit)
+    });
+    mantissa_ok && exponent_ok
+}
+
+/// A JSON number token (validated by the scanner).
+fn number(token: &[u8]) -> Coerce {
+    let integer = !token.iter().any(|&b| matches!(b, b'.' | b'e' | b'E'));
+    if integer {
+        let magnitude = token.strip_prefix(b"-").unwrap_or(token);
+        let bool = match magnitude {
+            b"0" => Some(false),
+            b"1" if token.len() == 1 => Some(true),
+            _ => None,
+        };
+        return Coerce {
+            bool,
+            int: true,
+            float: true,
+        };
+    }
+    // Valid JSON number text is valid Rust float text; overflow gives an infinity.
+    let x: f64 = std::str::from_utf8(token)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(f64::NAN);
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    Coerce {
+        bool: if x == 0.0 {
+            Some(false)
+        } else if x == 1.0 {
+            Some(true)
+        } else {
+            None
+        },
+        int: x.is_finite() && x.fract() == 0.0 && (-TWO_63..TWO_63).contains(&x),
+        float: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn str_token(s: &str) -> Vec<u8> {
+        format!("\"{s}\"").into_bytes()
+    }
+
+    /// The tables are pydantic's answers in vLLM 0.31's environment
+    /// (`TypeAdapter(bool|int|float).validate_python(json.loads(token))`).
+    #[test]
+    fn strings_coerce_as_pydantic_coerces_them() {
+        let s = |t: &str| {
+            of(
+                Kind::Str {
+                    empty: t.is_empty(),
+                },
+                &str_token(t),
+            )
+        };
+        for (t, b) in [
+            ("true", true),
+            ("True", true),
+            ("1", true),
+            ("yes", true),
+            ("Y", true),
+        ] {
+            assert_eq!(s(t).bool, Some(b), "{t}");
+        }
+        for t in ["ON", "t"] {
+            assert_eq!(s(t).bool, Some(true), "{t}");
+        }
+        for t in ["off", "0", "F", "n", "no", "false"] {
+            assert_eq!(s(t).bool, Some(false), "{t}");
+        }
+        for t in [
+            " true",
+            "true ",
+            "2",
+            "",
+            "1.0",
+            "tru",
+            "\\u0074rue\\u0000",
+            "ｔrue",
+            "\\ud800",
+        ] {
+            assert_eq!(s(t).bool, None, "{t}");
+        }
+        assert_eq!(s("\\u0074rue").bool, Some(true));
+
+        let ints = [
+            "1",
+            "0",
+            "2",
+            "1.0",
+            "5",
+            " 5 ",
+            "+5",
+            "-5",
+            "5.0",
+            "1_000",
+            "\\t5\\n",
+            "00",
+            "007",
+            "9223372036854775808",
+            "12345678901234567890123",
+            "-0",
+            "+0.0",
+            "\u{a0}5",
+            "\u{2003}5",
+            "\\u000b5",
+            "\\u000c5",
+            "\u{85}5",
+            "5\\r",
+            "0_0",
+            "1.000",
+        ];
+        let not_ints = [
+            "true",
+            "",
+            "5.5",
+            "0x10",
+            "1e3",
+            "inf",
+            "nan",
+            " 1.5 ",
+            ".5",
+            "5.",
+            "٣",
+            "1 000",
+            "  ",
+            "5\\u0000",
+            "_5",
+            "5_",
+            "1__0",
+            "+_5",
+            "5_.5",
+            "-_0",
+            "0.0_0",
+            "1.",
+            "1.e0",
+            "1.0000000000000000000001",
+            "\\u001c5",
+            "\\ud800",
+            "1\\ud800",
+            "0b1",
+        ];
+        let floats = [
+            "1",
+            "0.5",
+            "5.5",
+            "1_000",
+            "1e3",
+            "inf",
+            "-inf",
+            "nan",
+            "NaN",
+            "Infinity",
+            "infinity",
+            " 1.5 ",
+            "1.5e3",
+            ".5",
+            "5.",
+            "1e400",
+            "5_5.5",
+            "+_5",
+            "5._5",
+            "1_e5",
+            "1e_5",
+            "-_0",
+            "1E+5",
+            "+.5",
+            "-.5e-3",
+            "5.e3",
+            "inF",
+            "+inf",
+            "-nan",
+            "infinity ",
+            "INFINITY",
+            "1.0000000000000000000001",
+            "10e-1",
+            "0e0",
+            "1.e0",
+        ];
+        let not_floats = [
+            "true", "", "0x10", "٣", "1 000", "  ", "5\\u0000", "0b1", "\\u001c5", "_5", "5_",
+            "1__0", "1e5_", "+", "-", ".", "e5", "1e", "1e+", "infini", "nan(1)", "5.0.0",
+            "\\ud800", "1\\ud800",
+        ];
+        for t in ints {
+            assert!(s(t).int, "int {t:?}");
+        }
+        for t in not_ints {
+            assert!(!s(t).int, "not int {t:?}");
+        }
+        for t in floats.iter().chain(&ints) {
+            assert!(s(t).float, "float {t:?}");
+        }
+        for t in not_floats {
+            assert!(!s(t).float, "not float {t:?}");
+        }
+    }
+
+    #[test]
+    fn numbers_coerce_as_pydantic_coerces_them() {
+        let n = |t: &str| of(Kind::Number { zero: false }, t.as_bytes());
+        for (t, b) in [
+            ("1", true),
+            ("0", false),
+            ("-0", false),
+            ("1.0", true),
+            ("0.0", false),
+        ] {
+            assert_eq!(n(t).bool, Some(b), "{t}");
+        }
+        for t in ["-0.0", "1e0", "0e5"] {
+            assert!(n(t).bool.is_some(), "{t}");
+        }
+        for t in [
+            "2",
+            "0.5",
+            "5.0",
+            "-1",
+            "12345678901234567890123",
+            "1e20",
+            "1e400",
+            "10",
+        ] {
+            assert_eq!(n(t).bool, None, "{t}");
+        }
+        for t in [
+            "1",
+            "-7",
+            "12345678901234567890123",
+            "1.0",
+            "1e0",
+            "1.0e2",
+            "9.2e18",
+            "-0.0",
+        ] {
+            assert!(n(t).int, "int {t}");
+        }
+        for t in [
+            "0.5",
+            "5.5",
+            "1e20",
+            "9.3e18",
+            "-9.3e18",
+            "9223372036854775807.0",
+            "1e400",
+        ] {
+            assert!(!n(t).int, "not int {t}");
+        }
+        assert!(n("1e400").float && n("0.5").float);
+    }
+
+    #[test]
+    fn long_escaped_strings_are_not_decoded_and_refuse_nothing() {
+        let long = format!("\"{}\\n\"", "x".repeat(MAX_ESCAPED));
+        let c = of(Kind::Str { empty: false }, long.as_bytes());
+        assert_eq!((c.bool, c.int, c.float), (Some(true), true, true));
+    }
+}
