@@ -227,6 +227,7 @@ impl Config {
                 served_routes: None,
                 harmony: v.bool("harmony", &mut p).unwrap_or(false),
                 responses_store: v.bool("responses_store", &mut p).unwrap_or(false),
+                fim_suffix: v.bool("fim_suffix", &mut p).unwrap_or(false),
             },
             discover_models: v.bool("discover_models", &mut p).unwrap_or(true),
             discover_routes: v.bool("discover_routes", &mut p).unwrap_or(true),

@@ -10,7 +10,8 @@ mod fields;
 mod types;
 
 use crate::classify::RouteKind;
-use crate::inspect::{Field, Findings, InspectError, Read, StrField};
+use crate::inspect::scan::Kind;
+use crate::inspect::{Facts, Field, Findings, InspectError, PromptForm, Read, StrField};
 
 /// What mmgate knows about the upstream vLLM's configuration, for the checks that run
 /// before the gate.
@@ -30,6 +31,9 @@ pub struct UpstreamFacts {
     /// The upstream keeps responses (`VLLM_ENABLE_RESPONSES_API_STORE`), so a
     /// `previous_response_id` can be found instead of answering 404 before the gate.
     pub responses_store: bool,
+    /// The served model renders fill-in-the-middle prompts, so a completion's `suffix` with
+    /// a text prompt is accepted (otherwise vLLM refuses it before the gate).
+    pub fim_suffix: bool,
 }
 
 /// vLLM's answer to a request, as far as the gate is concerned.
@@ -84,6 +88,16 @@ pub enum Invalid {
     /// `previous_response_id` on a server without a response store (404 before the gate).
     #[error("previous_response_id is not found on a server without a response store")]
     PreviousResponse,
+    /// `stream` with `use_beam_search` on a completion (refused before the model check).
+    #[error("Streaming is not currently supported with beam search")]
+    StreamBeamSearch,
+    /// A completion's `suffix` that vLLM cannot render (with `echo`, `prompt_embeds`,
+    /// `truncate_prompt_tokens` or token prompts, or a model without FIM rendering).
+    #[error("suffix is not supported with this request or model")]
+    Suffix,
+    /// `prompt_embeds` with `echo` or `prompt_logprobs` on a completion.
+    #[error("prompt_embeds is not compatible with echo or prompt_logprobs")]
+    PromptEmbeds,
     /// A request chat template without `--trust-request-chat-template`.
     #[error("Chat template is passed with request, but --trust-request-chat-template is not set.")]
     ChatTemplate,
@@ -205,6 +219,12 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
     if let StrField::Other(_) = f.facts.model {
         return Some(field_type("model", "a string", gated()));
     }
+    let completion = matches!(route, RouteKind::Completions | RouteKind::CompletionsRender)
+        || (route == RouteKind::Invocations && invocations_route(f) == RouteKind::Completions);
+    if completion && f.facts.prompt == PromptForm::Mixed {
+        let expected = "a string or a list of strings, integers or integer lists";
+        return Some(field_type("prompt", expected, gated()));
+    }
     if route != RouteKind::Invocations {
         return None;
     }
@@ -216,7 +236,6 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
 /// The gated fields of an /invocations body that the model of the handler its shape names
 /// refuses: `mm_processor_kwargs` not an object, `media_io_kwargs` not an object of objects.
 fn invocations_mistyped(f: &Findings) -> Vec<Field> {
-    use crate::inspect::scan::Kind;
     let (mm, media) = declared(invocations_route(f), f);
     let object_or_null = |field: Field| {
         matches!(
@@ -285,6 +304,14 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
     if fam == Family::Pooling {
         return gate(f);
     }
+    // The completion handler's first check, before the model's (not on /render).
+    if fam == Family::Completion
+        && route != RouteKind::CompletionsRender
+        && f.facts.stream
+        && f.facts.beam_search
+    {
+        return Verdict::Invalid(Invalid::StreamBeamSearch);
+    }
     if let (Some(served), StrField::Str(model)) = (&up.served_models, &f.facts.model) {
         if !model.is_empty() && !served.iter().any(|m| m == model) {
             return Verdict::Invalid(Invalid::UnknownModel(model.clone()));
@@ -328,9 +355,39 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
                 return Verdict::Invalid(Invalid::ChatTemplate);
             }
         }
-        Family::Completion | Family::Pooling => {}
+        Family::Completion => {
+            if let Some(e) = completion_check(&f.facts, up) {
+                return Verdict::Invalid(e);
+            }
+        }
+        Family::Pooling => {}
     }
     gate(f)
+}
+
+/// The completion renderer's checks, in its order, before it reaches the gate.
+fn completion_check(facts: &Facts, up: &UpstreamFacts) -> Option<Invalid> {
+    let embeds = !matches!(facts.read.get(Read::PromptEmbeds), None | Some(Kind::Null));
+    if facts.suffix {
+        if facts.echo || embeds || facts.truncate_prompt_tokens {
+            return Some(Invalid::Suffix);
+        }
+        match facts.prompt {
+            PromptForm::Text if !up.fim_suffix => return Some(Invalid::Suffix),
+            PromptForm::Text | PromptForm::Empty => {}
+            PromptForm::Tokens | PromptForm::Mixed | PromptForm::Other => {
+                return Some(Invalid::Suffix)
+            }
+        }
+    }
+    let prompt_logprobs = !matches!(
+        facts.read.get(Read::PromptLogprobs),
+        None | Some(Kind::Null)
+    );
+    if embeds && (facts.echo || prompt_logprobs) {
+        return Some(Invalid::PromptEmbeds);
+    }
+    None
 }
 
 /// Classifies a whole request in vLLM's order: the route (FastAPI routes before it reads
@@ -486,6 +543,71 @@ mod tests {
                 "{beam}"
             );
         }
+    }
+
+    /// The completion handler's checks before the gate, in its order (seen on the real
+    /// render and serve servers).
+    #[test]
+    fn completion_checks_run_before_the_gate() {
+        let mut up = UpstreamFacts::default();
+        let with =
+            |members: &str| format!(r#"{{"model":"m",{members},"mm_processor_kwargs":{{"a":1}}}}"#);
+        let gate = Verdict::Reject(Field::MmProcessorKwargs);
+        let render = RouteKind::CompletionsRender;
+        for (members, expect) in [
+            (r#""prompt":"p","suffix":"s""#, Invalid::Suffix),
+            (r#""prompt":["a","b"],"suffix":"""#, Invalid::Suffix),
+            (r#""prompt":[1,2],"suffix":"s""#, Invalid::Suffix),
+            (r#""prompt":"p","suffix":"s","echo":"yes""#, Invalid::Suffix),
+            (
+                r#""prompt":"p","suffix":"s","truncate_prompt_tokens":3"#,
+                Invalid::Suffix,
+            ),
+            (
+                r#""prompt":"p","prompt_embeds":"e","echo":1"#,
+                Invalid::PromptEmbeds,
+            ),
+            (
+                r#""prompt":"p","prompt_embeds":"e","prompt_logprobs":1"#,
+                Invalid::PromptEmbeds,
+            ),
+        ] {
+            assert_eq!(
+                v(render, &with(members), &up),
+                Verdict::Invalid(expect),
+                "{members}"
+            );
+        }
+        for members in [
+            r#""prompt":[],"suffix":"s""#,
+            r#""prompt":"p","suffix":null,"echo":true"#,
+            r#""prompt":"p","prompt_embeds":null,"prompt_logprobs":1"#,
+            r#""prompt":[1,"2"]"#,
+            r#""prompt":"p","stream":true,"use_beam_search":true"#,
+        ] {
+            assert_eq!(v(render, &with(members), &up), gate, "{members}");
+        }
+        // Only the serving handler refuses a streamed beam search, before the model check.
+        let beam = with(r#""model":"nope","prompt":"p","stream":"on","use_beam_search":1"#);
+        up.served_models = Some(vec!["m".into()]);
+        assert_eq!(
+            v(RouteKind::Completions, &beam, &up),
+            Verdict::Invalid(Invalid::StreamBeamSearch)
+        );
+        // A list prompt of mixed kinds is a pydantic error.
+        let mixed = with(r#""prompt":["a",1]"#);
+        assert!(matches!(
+            v(render, &mixed, &up),
+            Verdict::Invalid(Invalid::FieldType {
+                field: "prompt",
+                ..
+            })
+        ));
+        // A model that renders fill-in-the-middle takes a suffix with a text prompt.
+        up.fim_suffix = true;
+        assert_eq!(v(render, &with(r#""prompt":"p","suffix":"s""#), &up), gate);
+        let tokens = with(r#""prompt":[1],"suffix":"s""#);
+        assert_eq!(v(render, &tokens, &up), Verdict::Invalid(Invalid::Suffix));
     }
 
     #[test]

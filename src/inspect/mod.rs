@@ -126,6 +126,33 @@ pub struct Facts {
     /// `use_beam_search` (its last occurrence) is true as pydantic reads it: `true`, `1`,
     /// `1.0`, or a string such as `"yes"`.
     pub beam_search: bool,
+    /// `stream` is true as pydantic reads it.
+    pub stream: bool,
+    /// `echo` is true as pydantic reads it.
+    pub echo: bool,
+    /// `suffix` is present and not null.
+    pub suffix: bool,
+    /// `truncate_prompt_tokens` is present and not null.
+    pub truncate_prompt_tokens: bool,
+    /// The shape of `prompt` (its last occurrence).
+    pub prompt: PromptForm,
+}
+
+/// The shape of a completion request's `prompt` (`str | list[str] | list[int] |
+/// list[list[int]]`), as far as the checks before the gate read it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PromptForm {
+    /// Absent, or not a string or a list.
+    #[default]
+    Other,
+    /// A string, or a list of strings with at least one.
+    Text,
+    /// `[]`.
+    Empty,
+    /// A list of integers or of lists (token ids; inner lists are not looked into).
+    Tokens,
+    /// A list pydantic takes as none of the four (elements of mixed kinds).
+    Mixed,
 }
 
 /// Top-level members whose kinds vLLM's request-model checks read from the raw body
@@ -334,8 +361,14 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             None => fact_value(sc, &name, &mut facts)?,
         };
         let coerce = coerce::of(kind, &sc.text()[value_start..sc.pos]);
-        if &name[..] == b"use_beam_search" {
-            facts.beam_search = kind == Kind::Bool(true) || coerce.bool == Some(true);
+        let on = kind == Kind::Bool(true) || coerce.bool == Some(true);
+        match &name[..] {
+            b"use_beam_search" => facts.beam_search = on,
+            b"stream" => facts.stream = on,
+            b"echo" => facts.echo = on,
+            b"suffix" => facts.suffix = kind != Kind::Null,
+            b"truncate_prompt_tokens" => facts.truncate_prompt_tokens = kind != Kind::Null,
+            _ => {}
         }
         members.push(Member {
             span: start..sc.pos,
@@ -462,6 +495,11 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
             facts.tool_choice = v;
             kind
         }
+        b"prompt" if sc.peek() == Some(b'[') => {
+            let (form, kind) = prompt_list(sc)?;
+            facts.prompt = form;
+            kind
+        }
         b"chat_template_kwargs" if sc.peek() == Some(b'{') => {
             let mut template = false;
             let empty = sc.members(2, |sc, key| {
@@ -506,7 +544,14 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
             }
             None
         }
-        b"prompt" => Some(Read::Prompt),
+        b"prompt" => {
+            match kind {
+                Kind::Str { .. } => facts.prompt = PromptForm::Text,
+                Kind::Array { .. } => {}
+                _ => facts.prompt = PromptForm::Other,
+            }
+            Some(Read::Prompt)
+        }
         b"prompt_embeds" => Some(Read::PromptEmbeds),
         b"stream" => Some(Read::Stream),
         b"stream_options" => Some(Read::StreamOptions),
@@ -522,6 +567,26 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
         facts.read.0[read as usize] = Some(kind);
     }
     Ok(kind)
+}
+
+/// Scans a `prompt` list: which of pydantic's list types its elements fit.
+fn prompt_list(sc: &mut Scanner<'_>) -> Result<(PromptForm, Kind), SyntaxError> {
+    let (mut texts, mut ints, mut lists) = (true, true, true);
+    let empty = sc.elements(2, |sc| {
+        let start = sc.pos;
+        let kind = sc.value(3)?;
+        texts &= matches!(kind, Kind::Str { .. });
+        lists &= matches!(kind, Kind::Array { .. });
+        ints &= matches!(kind, Kind::Bool(_)) || coerce::of(kind, &sc.text()[start..sc.pos]).int;
+        Ok(())
+    })?;
+    let form = match (empty, texts, ints || lists) {
+        (true, _, _) => PromptForm::Empty,
+        (false, true, _) => PromptForm::Text,
+        (false, false, true) => PromptForm::Tokens,
+        (false, false, false) => PromptForm::Mixed,
+    };
+    Ok((form, Kind::Array { empty }))
 }
 
 fn str_value(sc: &mut Scanner<'_>) -> Result<(StrField, Kind), SyntaxError> {

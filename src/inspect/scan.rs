@@ -463,6 +463,37 @@ impl<'a> Scanner<'a> {
             }
         }
     }
+
+    /// Walks the elements of the array at the cursor (at `depth`), calling `on_element` for
+    /// each; `on_element` must consume the element (e.g. with [`Scanner::value`]). Returns
+    /// whether the array was empty.
+    pub fn elements<F>(&mut self, depth: usize, mut on_element: F) -> Result<bool, SyntaxError>
+    where
+        F: FnMut(&mut Self) -> Result<(), SyntaxError>,
+    {
+        self.enter(depth)?;
+        self.expect(b'[', "Expecting value")?;
+        self.ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(true);
+        }
+        loop {
+            on_element(self)?;
+            self.ws();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.ws();
+                }
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(false);
+                }
+                _ => return Err(self.err("Expecting ',' delimiter")),
+            }
+        }
+    }
 }
 
 fn container_kind(is_object: bool, empty: bool) -> Kind {

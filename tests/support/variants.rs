@@ -180,6 +180,11 @@ const EARLIER: &[&str] = &[
     r#""max_tokens":" 1_000 ""#,
     r#""temperature":"1_0.5e-1""#,
     r#""n":"\ud83d\ude00""#,
+    r#""suffix":"s""#,
+    r#""suffix":"s","echo":true"#,
+    r#""prompt_embeds":"e","echo":1"#,
+    r#""stream":"on","use_beam_search":true"#,
+    r#""prompt":["a",1]"#,
 ];
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
