@@ -14,6 +14,7 @@
 //!
 //! A string with a lone surrogate is refused by all three (pydantic cannot read it as
 //! text); its bytes are never white space, digits or letters, so the grammars refuse it.
+//! Strings over 64 bytes as written are not classified (see [`MAX_SCALAR_TEXT`]).
 
 use super::scan::{self, Kind};
 
@@ -38,9 +39,49 @@ impl Coerce {
     };
 }
 
-/// Strings longer than this whose text holds escapes are not decoded to be classified: they
-/// are taken as accepted by all three (the type checks then refuse nothing on their account).
-const MAX_ESCAPED: usize = 256;
+/// A top-level string or number, kept so that it is classified only if a type check asks:
+/// short tokens (most are) as written, longer ones classified at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scalar {
+    /// Not a string or a number.
+    None,
+    /// A token of at most [`SHORT`] bytes, and its kind.
+    Short(Kind, u8, [u8; SHORT]),
+    /// A longer token, classified.
+    Classified(Coerce),
+}
+
+/// The longest token kept as written.
+pub const SHORT: usize = 24;
+
+impl Scalar {
+    /// Keeps a top-level value's token (a string with its quotes).
+    pub fn new(kind: Kind, token: &[u8]) -> Scalar {
+        match kind {
+            Kind::Str { .. } | Kind::Number { .. } if token.len() <= SHORT => {
+                let mut bytes = [0; SHORT];
+                bytes[..token.len()].copy_from_slice(token);
+                Scalar::Short(kind, token.len() as u8, bytes)
+            }
+            Kind::Str { .. } | Kind::Number { .. } => Scalar::Classified(of(kind, token)),
+            _ => Scalar::None,
+        }
+    }
+
+    /// What pydantic makes of it.
+    pub fn coerce(&self) -> Coerce {
+        match *self {
+            Scalar::None => Coerce::NONE,
+            Scalar::Short(kind, len, ref bytes) => of(kind, &bytes[..usize::from(len)]),
+            Scalar::Classified(c) => c,
+        }
+    }
+}
+
+/// Strings longer than this (as written, escapes and all) are not classified: no bool
+/// word is that long, and they are taken as accepted by `int` and `float` (the type checks
+/// then refuse nothing on their account; only padding or zeros make such a number).
+const MAX_SCALAR_TEXT: usize = 64;
 
 /// Classifies a top-level value from its token (a string with its quotes).
 pub fn of(kind: Kind, token: &[u8]) -> Coerce {
@@ -52,17 +93,17 @@ pub fn of(kind: Kind, token: &[u8]) -> Coerce {
 }
 
 fn string(raw: &[u8]) -> Coerce {
-    if !raw.contains(&b'\\') {
-        return text(raw);
-    }
-    if raw.len() > MAX_ESCAPED {
+    if raw.len() > MAX_SCALAR_TEXT {
         return Coerce {
-            bool: Some(true),
+            bool: None,
             int: true,
             float: true,
         };
     }
-    text(&scan::unescape(raw))
+    if raw.contains(&b'\\') {
+        return text(&scan::unescape(raw));
+    }
+    text(raw)
 }
 
 /// A string's decoded (WTF-8) text.
@@ -131,35 +172,55 @@ fn float_text(s: &[u8]) -> bool {
     if s.first() == Some(&b'_') || s.last() == Some(&b'_') || s.windows(2).any(|w| w == b"__") {
         return false;
     }
-    let plain: Vec<u8> = s.iter().copied().filter(|&b| b != b'_').collect();
-    let body = plain
-        .strip_prefix(b"+")
-        .or_else(|| plain.strip_prefix(b"-"))
-        .unwrap_or(&plain);
+    // Underscores are then dropped wherever they are (as pydantic-core does).
+    let mut bytes = s.iter().copied().filter(|&b| b != b'_').peekable();
+    if matches!(bytes.peek(), Some(b'+' | b'-')) {
+        bytes.next();
+    }
     if [&b"inf"[..], b"infinity", b"nan"]
         .iter()
-        .any(|w| w.eq_ignore_ascii_case(body))
+        .any(|w| is_word(bytes.clone(), w))
     {
         return true;
     }
-    // Mantissa: digits with an optional point, at least one digit; then an optional
-    // exponent with an optional sign and at least one digit.
-    let (mantissa, exponent) = match body.iter().position(|&b| b == b'e' || b == b'E') {
-        Some(e) => (&body[..e], Some(&body[e + 1..])),
-        None => (body, None),
-    };
-    let points = mantissa.iter().filter(|&&b| b == b'.').count();
-    let mantissa_ok = points <= 1
-        && mantissa.iter().any(u8::is_ascii_digit)
-        && mantissa.iter().all(|&b| b.is_ascii_digit() || b == b'.');
-    let exponent_ok = exponent.is_none_or(|e| {
-        let e = e
-            .strip_prefix(b"+")
-            .or_else(|| e.strip_prefix(b"-"))
-            .unwrap_or(e);
-        !e.is_empty() && e.iter().all(u8::is_ascii_digit)
-    });
-    mantissa_ok && exponent_ok
+    // Mantissa: digits with at most one point and at least one digit; then an optional
+    // exponent: `e`, an optional sign and at least one digit.
+    let (mut digits, mut points) = (0, 0);
+    while let Some(&b) = bytes.peek() {
+        match b {
+            b'0'..=b'9' => digits += 1,
+            b'.' => points += 1,
+            _ => break,
+        }
+        bytes.next();
+    }
+    if digits == 0 || points > 1 {
+        return false;
+    }
+    match bytes.next() {
+        None => true,
+        Some(b'e' | b'E') => {
+            if matches!(bytes.peek(), Some(b'+' | b'-')) {
+                bytes.next();
+            }
+            let mut exponent = 0;
+            for b in bytes {
+                if !b.is_ascii_digit() {
+                    return false;
+                }
+                exponent += 1;
+            }
+            exponent > 0
+        }
+        Some(_) => false,
+    }
+}
+
+/// Whether `bytes` spell `word` (lower case) in any case, and nothing more.
+fn is_word(mut bytes: impl Iterator<Item = u8>, word: &[u8]) -> bool {
+    word.iter()
+        .all(|&w| bytes.next().is_some_and(|b| b.to_ascii_lowercase() == w))
+        && bytes.next().is_none()
 }
 
 /// A JSON number token (validated by the scanner).
@@ -177,6 +238,31 @@ fn number(token: &[u8]) -> Coerce {
             int: true,
             float: true,
         };
+    }
+    let exponent = token.iter().any(|&b| matches!(b, b'e' | b'E'));
+    if !exponent {
+        // `-?int.frac`: integral when the fraction is all zeros, then worth its integer part.
+        let (whole, fraction) = token.split_at(token.iter().position(|&b| b == b'.').unwrap_or(0));
+        let magnitude = whole.strip_prefix(b"-").unwrap_or(whole);
+        if fraction[1..].iter().any(|&b| b != b'0') {
+            return Coerce {
+                bool: None,
+                int: false,
+                float: true,
+            };
+        }
+        if magnitude.len() <= 18 {
+            let bool = match magnitude {
+                b"0" => Some(false),
+                b"1" if whole.len() == 1 => Some(true),
+                _ => None,
+            };
+            return Coerce {
+                bool,
+                int: true,
+                float: true,
+            };
+        }
     }
     // Valid JSON number text is valid Rust float text; overflow gives an infinity.
     let x: f64 = std::str::from_utf8(token)
@@ -414,9 +500,19 @@ mod tests {
     }
 
     #[test]
-    fn long_escaped_strings_are_not_decoded_and_refuse_nothing() {
-        let long = format!("\"{}\\n\"", "x".repeat(MAX_ESCAPED));
-        let c = of(Kind::Str { empty: false }, long.as_bytes());
-        assert_eq!((c.bool, c.int, c.float), (Some(true), true, true));
+    fn long_strings_are_not_classified_and_refuse_nothing_but_bool() {
+        for long in [
+            "x".repeat(MAX_SCALAR_TEXT + 1),
+            format!("{}\\n", "7".repeat(MAX_SCALAR_TEXT)),
+        ] {
+            let c = of(Kind::Str { empty: false }, format!("\"{long}\"").as_bytes());
+            assert_eq!((c.bool, c.int, c.float), (None, true, true));
+        }
+        let escaped_word = "\\u0074\\u0072\\u0075\\u0065";
+        let c = of(
+            Kind::Str { empty: false },
+            format!("\"{escaped_word}\"").as_bytes(),
+        );
+        assert_eq!(c.bool, Some(true));
     }
 }

@@ -239,9 +239,17 @@ pub struct Member {
     name: Range<usize>,
     /// The value's kind.
     pub kind: Kind,
-    /// For a string or number: what pydantic's lax mode makes of it as `bool`, `int` and
-    /// `float`.
-    pub coerce: coerce::Coerce,
+    /// A string or number, for what pydantic's lax mode makes of it as `bool`, `int` and
+    /// `float` ([`Member::coerce`]).
+    scalar: coerce::Scalar,
+}
+
+impl Member {
+    /// What pydantic's lax mode makes of the value as `bool`, `int` and `float` (nothing
+    /// for values that are neither strings nor numbers).
+    pub fn coerce(&self) -> coerce::Coerce {
+        self.scalar.coerce()
+    }
 }
 
 /// Everything inspection learned about a body that parses.
@@ -360,12 +368,12 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             }
             None => fact_value(sc, &name, &mut facts)?,
         };
-        let coerce = coerce::of(kind, &sc.text()[value_start..sc.pos]);
-        let on = kind == Kind::Bool(true) || coerce.bool == Some(true);
+        let scalar = coerce::Scalar::new(kind, &sc.text()[value_start..sc.pos]);
+        let on = || kind == Kind::Bool(true) || scalar.coerce().bool == Some(true);
         match &name[..] {
-            b"use_beam_search" => facts.beam_search = on,
-            b"stream" => facts.stream = on,
-            b"echo" => facts.echo = on,
+            b"use_beam_search" => facts.beam_search = on(),
+            b"stream" => facts.stream = on(),
+            b"echo" => facts.echo = on(),
             b"suffix" => facts.suffix = kind != Kind::Null,
             b"truncate_prompt_tokens" => facts.truncate_prompt_tokens = kind != Kind::Null,
             _ => {}
@@ -375,7 +383,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             field,
             name: at..names.len(),
             kind,
-            coerce,
+            scalar,
         });
         Ok(())
     })?;
