@@ -43,7 +43,7 @@ pub(super) fn replacement(parts: &http::request::Parts, own: &HeaderValue) -> Op
 /// sub-delimiter and `%` characters, or a bracketed IPv6 address (or `v…` future literal),
 /// then an optional port of digits, at most 65535 once leading zeros are dropped.
 fn valid(value: &[u8]) -> bool {
-    let (host, port) = match value.first() {
+    let port = match value.first() {
         Some(b'[') => {
             let Some(end) = value.iter().position(|&b| b == b']') else {
                 return false;
@@ -51,18 +51,19 @@ fn valid(value: &[u8]) -> bool {
             if !literal(&value[1..end]) {
                 return false;
             }
-            (&value[..=end], &value[end + 1..])
+            &value[end + 1..]
         }
         _ => {
-            let end = value.iter().position(|&b| b == b':').unwrap_or(value.len());
-            let name = &value[..end];
-            if name.is_empty() || !name.iter().all(|&b| name_byte(b)) {
+            let end = value
+                .iter()
+                .position(|&b| !name_byte(b))
+                .unwrap_or(value.len());
+            if end == 0 {
                 return false;
             }
-            (name, &value[end..])
+            &value[end..]
         }
     };
-    debug_assert!(!host.is_empty());
     match port {
         [] => true,
         [b':', digits @ ..] => {
@@ -80,9 +81,38 @@ fn valid(value: &[u8]) -> bool {
     }
 }
 
-/// A byte of a registered name in Starlette's pattern (ASCII letters in either case).
+/// The bytes of a registered name in Starlette's pattern (ASCII letters in either case).
+const NAME: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        table[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'.' | b'_'
+                    | b'~'
+                    | b'%'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b'-'
+            );
+        i += 1;
+    }
+    table
+};
+
 fn name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"._~%!$&'()*+,;=-".contains(&b)
+    NAME[usize::from(b)]
 }
 
 /// What may stand between the brackets: an IPv6 address Python's `IPv6Address` accepts
