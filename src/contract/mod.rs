@@ -610,6 +610,55 @@ mod tests {
         assert_eq!(v(render, &tokens, &up), Verdict::Invalid(Invalid::Suffix));
     }
 
+    /// `Literal` fields take exactly their words; constrained (`Annotated`) fields are typed
+    /// as their inner type, and numbers must lie within their `ge`/`le` bounds.
+    #[test]
+    fn literal_and_constrained_fields_are_type_checked() {
+        let up = UpstreamFacts::default();
+        let chat = |member: &str| {
+            format!(r#"{{"model":"m","messages":[],{member},"mm_processor_kwargs":{{"a":1}}}}"#)
+        };
+        let gate = Verdict::Reject(Field::MmProcessorKwargs);
+        for refused in [
+            r#""reasoning_effort":"LOW""#,
+            r#""reasoning_effort":"low ""#,
+            r#""reasoning_effort":1"#,
+            r#""truncation_side":true"#,
+            r#""truncate_prompt_tokens":"many""#,
+            r#""stop":{"a":1}"#,
+            r#""truncate_prompt_tokens":-5"#,
+            r#""seed":99999999999999999999"#,
+            r#""priority":-9223372036854775809"#,
+            r#""routed_experts_prompt_start":-0.5"#,
+        ] {
+            let got = v(RouteKind::Chat, &chat(refused), &up);
+            assert!(
+                matches!(got, Verdict::Invalid(Invalid::FieldType { .. })),
+                "{refused}: {got:?}"
+            );
+        }
+        for taken in [
+            r#""reasoning_effort":"low""#,
+            r#""reasoning_effort":"\u006cow""#,
+            r#""reasoning_effort":null"#,
+            r#""truncate_prompt_tokens":"5""#,
+            r#""stop":["a"]"#,
+            r#""tool_choice":"none""#,
+            r#""truncate_prompt_tokens":-1"#,
+            r#""seed":-9223372036854775808"#,
+            r#""priority":9223372036854775807"#,
+            r#""stream_interval":1.0"#,
+        ] {
+            assert_eq!(v(RouteKind::Chat, &chat(taken), &up), gate, "{taken}");
+        }
+        let embed =
+            r#"{"model":"m","input":"x","encoding_format":"hex","mm_processor_kwargs":{"a":1}}"#;
+        assert!(matches!(
+            v(RouteKind::Embeddings, embed, &up),
+            Verdict::Invalid(Invalid::FieldType { .. })
+        ));
+    }
+
     #[test]
     fn earlier_checks_win_on_generate_routes_not_on_pooling() {
         let up = UpstreamFacts {

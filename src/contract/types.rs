@@ -23,6 +23,8 @@ pub(super) enum Ty {
     /// An object whose every value is an object (`dict[str, dict[...]]`); known for the
     /// gated fields, read as [`Ty::Dict`] for others.
     DictOfDicts,
+    /// A string equal to one of these (`Literal["a", "b"]`).
+    Literal(&'static [&'static str]),
 }
 
 /// A declared top-level field: the types it accepts (a union when more than one; none
@@ -36,6 +38,8 @@ pub(super) struct FieldTy {
     /// A member from which a before-validator fills this field in when that member is a
     /// list (`""`: none): only then is the field's absence not certain.
     pub(super) filled_from: &'static str,
+    /// For a field of one number type: its inclusive bounds (`Field(ge=..., le=...)`).
+    pub(super) range: Option<(i128, i128)>,
 }
 
 /// A request model of a route: the before-validators mmgate reproduces and its fields.
@@ -156,15 +160,16 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::Bool => m.coerce().bool.is_none(),
             Ty::List | Ty::Dict | Ty::DictOfDicts => true,
             Ty::Str => false,
+            Ty::Literal(words) => m.is_one_of(words) == Some(false),
         },
         Kind::NonFinite => ty != Ty::Float,
         Kind::Number { .. } => match ty {
             Ty::Int => !m.coerce().int,
             Ty::Bool => m.coerce().bool.is_none(),
             Ty::Float => false,
-            Ty::Str | Ty::List | Ty::Dict | Ty::DictOfDicts => true,
+            Ty::Str | Ty::List | Ty::Dict | Ty::DictOfDicts | Ty::Literal(_) => true,
         },
-        Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::List),
+        Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::List | Ty::Literal(_)),
     }
 }
 
@@ -175,6 +180,12 @@ fn certainly_invalid(f: &FieldTy, m: &Member, findings: &Findings) -> bool {
     match m.kind {
         _ if f.tys.is_empty() => false,
         Kind::Null => !f.nullable,
+        Kind::Number { .. }
+            if f.range
+                .is_some_and(|(lo, hi)| m.number_within(lo, hi) == Some(false)) =>
+        {
+            true
+        }
         _ => f.tys.iter().all(|&ty| refuses(ty, m, findings)),
     }
 }

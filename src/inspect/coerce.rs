@@ -68,6 +68,36 @@ impl Scalar {
         }
     }
 
+    /// For a string: whether it is one of `words` (exactly, as pydantic compares a
+    /// `Literal`); `None` for a string too long to have been kept, or for another value.
+    pub fn is_one_of(&self, words: &[&str]) -> Option<bool> {
+        let Scalar::Short(Kind::Str { .. }, len, ref bytes) = *self else {
+            return None;
+        };
+        let raw = &bytes[1..usize::from(len) - 1];
+        let text = match raw.contains(&b'\\') {
+            true => std::borrow::Cow::Owned(scan::unescape(raw)),
+            false => std::borrow::Cow::Borrowed(raw),
+        };
+        Some(words.iter().any(|w| w.as_bytes() == &text[..]))
+    }
+
+    /// For a number: whether it lies within `lo..=hi` (exactly for integers, as a float
+    /// otherwise); `None` for a number too long to have been kept, or for another value.
+    pub fn number_within(&self, lo: i128, hi: i128) -> Option<bool> {
+        let Scalar::Short(Kind::Number { .. }, len, ref bytes) = *self else {
+            return None;
+        };
+        let text = std::str::from_utf8(&bytes[..usize::from(len)]).ok()?;
+        if let Ok(n) = text.parse::<i128>() {
+            return Some((lo..=hi).contains(&n));
+        }
+        let x: f64 = text.parse().ok()?;
+        // Bounds are whole numbers; as floats they are exact up to 2^53, beyond which
+        // only an equal float could be misjudged.
+        Some(lo as f64 <= x && x <= hi as f64)
+    }
+
     /// What pydantic makes of it.
     pub fn coerce(&self) -> Coerce {
         match *self {

@@ -250,6 +250,17 @@ impl Member {
     pub fn coerce(&self) -> coerce::Coerce {
         self.scalar.coerce()
     }
+
+    /// For a string: whether it is one of `words` (a `Literal`); `None` when that is not
+    /// known (a string over [`coerce::SHORT`] bytes as written, or another value).
+    pub fn is_one_of(&self, words: &[&str]) -> Option<bool> {
+        self.scalar.is_one_of(words)
+    }
+
+    /// For a number: whether it lies within `lo..=hi` (`None` when that is not known).
+    pub fn number_within(&self, lo: i128, hi: i128) -> Option<bool> {
+        self.scalar.number_within(lo, hi)
+    }
 }
 
 /// Everything inspection learned about a body that parses.

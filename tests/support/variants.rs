@@ -185,6 +185,9 @@ const EARLIER: &[&str] = &[
     r#""prompt_embeds":"e","echo":1"#,
     r#""stream":"on","use_beam_search":true"#,
     r#""prompt":["a",1]"#,
+    r#""truncate_prompt_tokens":-5"#,
+    r#""reasoning_effort":"LOW""#,
+    r#""encoding_format":"hex""#,
 ];
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
