@@ -659,6 +659,60 @@ mod tests {
         ));
     }
 
+    /// The logprobs before-validators compare the raw numbers (seen on the real server).
+    #[test]
+    fn logprobs_checks_compare_the_raw_numbers() {
+        let up = UpstreamFacts::default();
+        let chat = |member: &str| {
+            format!(r#"{{"model":"m","messages":[],{member},"mm_processor_kwargs":{{"a":1}}}}"#)
+        };
+        let cmpl = |member: &str| {
+            format!(r#"{{"model":"m","prompt":"p",{member},"mm_processor_kwargs":{{"a":1}}}}"#)
+        };
+        let check = |parameter| Verdict::Invalid(Invalid::ModelCheck(parameter));
+        let gate = Verdict::Reject(Field::MmProcessorKwargs);
+        for (member, expect) in [
+            (
+                r#""logprobs":true,"top_logprobs":-3"#,
+                check("top_logprobs"),
+            ),
+            (r#""top_logprobs":2"#, check("top_logprobs")),
+            (r#""top_logprobs":true"#, check("top_logprobs")),
+            (r#""top_logprobs":-Infinity"#, check("top_logprobs")),
+            (r#""prompt_logprobs":-2"#, check("prompt_logprobs")),
+            (
+                r#""prompt_logprobs":1,"stream":"x""#,
+                check("prompt_logprobs"),
+            ),
+            (r#""top_logprobs":0"#, gate.clone()),
+            (r#""logprobs":true,"top_logprobs":-1"#, gate.clone()),
+            (r#""prompt_logprobs":0,"stream":true"#, gate.clone()),
+            (r#""prompt_logprobs":-1"#, gate.clone()),
+        ] {
+            assert_eq!(v(RouteKind::Chat, &chat(member), &up), expect, "{member}");
+        }
+        let ids = r#""logprob_token_ids":[1],"logprobs":1,"echo":true"#;
+        for (member, expect) in [
+            (r#""logprobs":-0.5"#.to_string(), check("logprobs")),
+            (
+                format!(r#"{ids},"max_tokens":0.0"#),
+                check("logprob_token_ids"),
+            ),
+            (
+                format!(r#"{ids},"max_tokens":false"#),
+                check("logprob_token_ids"),
+            ),
+            (r#""logprobs":-1"#.to_string(), gate.clone()),
+            (format!(r#"{ids},"max_tokens":1"#), gate.clone()),
+        ] {
+            assert_eq!(
+                v(RouteKind::Completions, &cmpl(&member), &up),
+                expect,
+                "{member}"
+            );
+        }
+    }
+
     #[test]
     fn earlier_checks_win_on_generate_routes_not_on_pooling() {
         let up = UpstreamFacts {

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::inspect::{Field, Findings, Kind, Member, Read};
+use crate::inspect::{Field, Findings, Kind, Member, Read, Sign};
 
 /// A simple declared type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,9 +111,23 @@ impl Check {
                 (Read::TopLogprobs, "top_logprobs"),
             ]
             .into_iter()
-            .find_map(|(member, name)| not_number(member).then_some(name)),
+            .find_map(|(member, name)| not_number(member).then_some(name))
+            .or_else(|| prompt_logprobs(f, truthy(Read::Stream)))
+            .or_else(|| {
+                let top = f.facts.signs.top_logprobs?;
+                let on = matches!(top, Sign::MinusOne | Sign::Positive);
+                (top == Sign::Negative || (on && !truthy(Read::Logprobs))).then_some("top_logprobs")
+            }),
             Check::CompletionLogprobs
-                if token_ids && (truthy(Read::UseBeamSearch) || none(Read::Logprobs)) =>
+                if token_ids
+                    && (truthy(Read::UseBeamSearch)
+                        || none(Read::Logprobs)
+                        // `data.get("max_tokens") == 0`: 0, 0.0 and false.
+                        || (truthy(Read::Echo)
+                            && matches!(
+                                kind(Read::MaxTokens),
+                                Some(Kind::Number { zero: true } | Kind::Bool(false))
+                            ))) =>
             {
                 Some("logprob_token_ids")
             }
@@ -122,7 +136,9 @@ impl Check {
                 (Read::Logprobs, "logprobs"),
             ]
             .into_iter()
-            .find_map(|(member, name)| not_number(member).then_some(name)),
+            .find_map(|(member, name)| not_number(member).then_some(name))
+            .or_else(|| prompt_logprobs(f, truthy(Read::Stream)))
+            .or_else(|| (f.facts.signs.logprobs == Some(Sign::Negative)).then_some("logprobs")),
             Check::PromptOrEmbeds => {
                 let prompt_empty =
                     none(Read::Prompt) || kind(Read::Prompt) == Some(Kind::Str { empty: true });
@@ -171,6 +187,14 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
         },
         Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::List | Ty::Literal(_)),
     }
+}
+
+/// The `prompt_logprobs` rules both logprobs checks share: none with `stream` (unless 0),
+/// none below zero but -1.
+fn prompt_logprobs(f: &Findings, stream: bool) -> Option<&'static str> {
+    let p = f.facts.signs.prompt_logprobs?;
+    let streamed = stream && matches!(p, Sign::Positive | Sign::MinusOne);
+    (streamed || p == Sign::Negative).then_some("prompt_logprobs")
 }
 
 /// Whether pydantic refuses the member for `f` whatever else the value holds (a field of
@@ -561,16 +585,20 @@ mod tests {
             assert_eq!(check(fields::CHAT, &body), want, "{body}");
             assert_eq!(check(fields::CHAT_BATCH, &body), want, "{body}");
         }
-        for (value, want) in [
-            ("\"1\"", true),
-            ("[1]", true),
-            ("{}", true),
-            ("true", false),
-            ("NaN", false),
-            ("-1", false),
-            ("null", false),
+        // Not numbers; then the values compared raw (`top_logprobs` -1 or above zero also
+        // needs a truthy `logprobs`, absent here).
+        for (value, prompt, top) in [
+            ("\"1\"", true, true),
+            ("[1]", true, true),
+            ("{}", true, true),
+            ("true", false, true),
+            ("NaN", false, false),
+            ("-1", false, true),
+            ("0", false, false),
+            ("-2", true, true),
+            ("null", false, false),
         ] {
-            for name in ["prompt_logprobs", "top_logprobs"] {
+            for (name, want) in [("prompt_logprobs", prompt), ("top_logprobs", top)] {
                 let body = format!(r#"{{{messages},"{name}":{value}}}"#);
                 assert_eq!(check(fields::CHAT, &body), want.then_some(name), "{body}");
             }

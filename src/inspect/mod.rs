@@ -136,6 +136,8 @@ pub struct Facts {
     pub truncate_prompt_tokens: bool,
     /// The shape of `prompt` (its last occurrence).
     pub prompt: PromptForm,
+    /// The signs the logprobs checks compare.
+    pub signs: Signs,
 }
 
 /// The shape of a completion request's `prompt` (`str | list[str] | list[int] |
@@ -181,10 +183,14 @@ pub enum Read {
     PromptLogprobs,
     /// `top_logprobs`.
     TopLogprobs,
+    /// `echo`.
+    Echo,
+    /// `max_tokens`.
+    MaxTokens,
 }
 
 impl Read {
-    const ALL: [Read; 11] = [
+    const ALL: [Read; 13] = [
         Read::Prompt,
         Read::PromptEmbeds,
         Read::Stream,
@@ -196,7 +202,63 @@ impl Read {
         Read::Logprobs,
         Read::PromptLogprobs,
         Read::TopLogprobs,
+        Read::Echo,
+        Read::MaxTokens,
     ];
+}
+
+/// How a raw number compares with the thresholds of vLLM's logprobs checks, which compare
+/// the parsed value before validation (`True` is 1, NaN compares false).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sign {
+    /// Exactly -1.
+    MinusOne,
+    /// Below zero, not -1.
+    Negative,
+    /// Zero (or `false`).
+    Zero,
+    /// Above zero (or `true`, or `Infinity`).
+    Positive,
+    /// `NaN`.
+    NaN,
+}
+
+impl Sign {
+    /// The sign of a top-level number, boolean or non-finite value from its token; `None`
+    /// for other values.
+    fn of(kind: Kind, token: &[u8]) -> Option<Sign> {
+        match kind {
+            Kind::Bool(true) => Some(Sign::Positive),
+            Kind::Bool(false) | Kind::Number { zero: true } => Some(Sign::Zero),
+            Kind::NonFinite => Some(match token {
+                b"NaN" => Sign::NaN,
+                [b'-', ..] => Sign::Negative,
+                _ => Sign::Positive,
+            }),
+            Kind::Number { zero: false } => {
+                let x: f64 = std::str::from_utf8(token).ok()?.parse().ok()?;
+                Some(if x == -1.0 {
+                    Sign::MinusOne
+                } else if x < 0.0 {
+                    Sign::Negative
+                } else {
+                    Sign::Positive
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The signs of the members vLLM's logprobs checks compare (their last occurrences).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Signs {
+    /// `prompt_logprobs`.
+    pub prompt_logprobs: Option<Sign>,
+    /// `top_logprobs`.
+    pub top_logprobs: Option<Sign>,
+    /// `logprobs` (a number on completions).
+    pub logprobs: Option<Sign>,
 }
 
 /// The kind of each [`Read`] member (`None`: absent).
@@ -387,6 +449,14 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             b"echo" => facts.echo = on(),
             b"suffix" => facts.suffix = kind != Kind::Null,
             b"truncate_prompt_tokens" => facts.truncate_prompt_tokens = kind != Kind::Null,
+            b"prompt_logprobs" | b"top_logprobs" | b"logprobs" => {
+                let sign = Sign::of(kind, &sc.text()[value_start..sc.pos]);
+                match &name[..] {
+                    b"prompt_logprobs" => facts.signs.prompt_logprobs = sign,
+                    b"top_logprobs" => facts.signs.top_logprobs = sign,
+                    _ => facts.signs.logprobs = sign,
+                }
+            }
             _ => {}
         }
         members.push(Member {
@@ -580,6 +650,8 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
         b"logprobs" => Some(Read::Logprobs),
         b"prompt_logprobs" => Some(Read::PromptLogprobs),
         b"top_logprobs" => Some(Read::TopLogprobs),
+        b"echo" => Some(Read::Echo),
+        b"max_tokens" => Some(Read::MaxTokens),
         _ => None,
     };
     if let Some(read) = read {

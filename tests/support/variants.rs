@@ -188,6 +188,8 @@ const EARLIER: &[&str] = &[
     r#""truncate_prompt_tokens":-5"#,
     r#""reasoning_effort":"LOW""#,
     r#""encoding_format":"hex""#,
+    r#""top_logprobs":-3"#,
+    r#""prompt_logprobs":1,"stream":true"#,
 ];
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
