@@ -37,9 +37,9 @@ MODELS = {
 }
 # Handled by mmgate's own rules (the gated fields, the model check).
 SKIP = {"model"}
-# JSON gives pydantic only a string for `bytes`.
-TY = {float: "Float", int: "Int", bool: "Bool", str: "Str", bytes: "Str", list: "List", dict: "Dict"}
-ORDER = ["Float", "Int", "Bool", "Str", "List", "Dict", "DictOfDicts"]
+# JSON gives pydantic only a string for `bytes` (which must encode as UTF-8).
+TY = {float: "Float", int: "Int", bool: "Bool", str: "Str", bytes: "Bytes", list: "List", dict: "Dict"}
+ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "Dict", "DictOfDicts"]
 
 
 def constraints_only(a):

@@ -155,7 +155,7 @@ pub(super) const COMPLETION: &[ModelTy] = &[
             FieldTy { name: "presence_penalty", tys: &[Ty::Float], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "priority", tys: &[Ty::Int], nullable: false, required: false, filled_from: "", range: Some((-9223372036854775808, 9223372036854775807)) },
             FieldTy { name: "prompt", tys: &[Ty::Str, Ty::List], nullable: true, required: false, filled_from: "", range: None },
-            FieldTy { name: "prompt_embeds", tys: &[Ty::Str, Ty::List], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "prompt_embeds", tys: &[Ty::Bytes, Ty::List], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "prompt_logprobs", tys: &[Ty::Int], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "repetition_penalty", tys: &[Ty::Float], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "request_id", tys: &[Ty::Str], nullable: false, required: false, filled_from: "", range: None },

@@ -594,6 +594,12 @@ mod tests {
             v(RouteKind::Completions, &beam, &up),
             Verdict::Invalid(Invalid::StreamBeamSearch)
         );
+        // `bytes` must encode as UTF-8: a lone surrogate cannot.
+        let embeds = with(r#""prompt":"p","prompt_embeds":"\ud800""#);
+        assert!(matches!(
+            v(render, &embeds, &up),
+            Verdict::Invalid(Invalid::FieldType { .. })
+        ));
         // A list prompt of mixed kinds is a pydantic error.
         let mixed = with(r#""prompt":["a",1]"#);
         assert!(matches!(

@@ -18,6 +18,8 @@ pub(super) enum Ty {
     Int,
     Bool,
     Str,
+    /// `bytes`: from JSON a string that encodes as UTF-8 (no lone surrogate).
+    Bytes,
     List,
     Dict,
     /// An object whose every value is an object (`dict[str, dict[...]]`); known for the
@@ -176,6 +178,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::Bool => m.coerce().bool.is_none(),
             Ty::List | Ty::Dict | Ty::DictOfDicts => true,
             Ty::Str => false,
+            Ty::Bytes => m.lone_surrogate() == Some(true),
             Ty::Literal(words) => m.is_one_of(words) == Some(false),
         },
         Kind::NonFinite => ty != Ty::Float,
@@ -183,9 +186,9 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::Int => !m.coerce().int,
             Ty::Bool => m.coerce().bool.is_none(),
             Ty::Float => false,
-            Ty::Str | Ty::List | Ty::Dict | Ty::DictOfDicts | Ty::Literal(_) => true,
+            Ty::Str | Ty::Bytes | Ty::List | Ty::Dict | Ty::DictOfDicts | Ty::Literal(_) => true,
         },
-        Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::List | Ty::Literal(_)),
+        Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::Bytes | Ty::List | Ty::Literal(_)),
     }
 }
 

@@ -68,18 +68,33 @@ impl Scalar {
         }
     }
 
-    /// For a string: whether it is one of `words` (exactly, as pydantic compares a
-    /// `Literal`); `None` for a string too long to have been kept, or for another value.
-    pub fn is_one_of(&self, words: &[&str]) -> Option<bool> {
+    /// A kept string's decoded (WTF-8) text.
+    fn text(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
         let Scalar::Short(Kind::Str { .. }, len, ref bytes) = *self else {
             return None;
         };
         let raw = &bytes[1..usize::from(len) - 1];
-        let text = match raw.contains(&b'\\') {
+        Some(match raw.contains(&b'\\') {
             true => std::borrow::Cow::Owned(scan::unescape(raw)),
             false => std::borrow::Cow::Borrowed(raw),
-        };
+        })
+    }
+
+    /// For a string: whether it is one of `words` (exactly, as pydantic compares a
+    /// `Literal`); `None` for a string too long to have been kept, or for another value.
+    pub fn is_one_of(&self, words: &[&str]) -> Option<bool> {
+        let text = self.text()?;
         Some(words.iter().any(|w| w.as_bytes() == &text[..]))
+    }
+
+    /// For a string: whether it holds a lone surrogate (`ED A0..BF` in WTF-8); `None` for
+    /// a string too long to have been kept, or for another value.
+    pub fn lone_surrogate(&self) -> Option<bool> {
+        let text = self.text()?;
+        Some(
+            text.windows(2)
+                .any(|w| w[0] == 0xED && (0xA0..=0xBF).contains(&w[1])),
+        )
     }
 
     /// For a number: whether it lies within `lo..=hi` (exactly for integers, as a float

@@ -319,6 +319,11 @@ impl Member {
         self.scalar.is_one_of(words)
     }
 
+    /// For a string: whether it holds a lone surrogate (`None` when that is not known).
+    pub fn lone_surrogate(&self) -> Option<bool> {
+        self.scalar.lone_surrogate()
+    }
+
     /// For a number: whether it lies within `lo..=hi` (`None` when that is not known).
     pub fn number_within(&self, lo: i128, hi: i128) -> Option<bool> {
         self.scalar.number_within(lo, hi)
