@@ -270,36 +270,22 @@ fn is_word(mut bytes: impl Iterator<Item = u8>, word: &[u8]) -> bool {
 
 /// A JSON number token (validated by the scanner).
 fn number(token: &[u8]) -> Coerce {
-    let integer = !token.iter().any(|&b| matches!(b, b'.' | b'e' | b'E'));
-    if integer {
-        let magnitude = token.strip_prefix(b"-").unwrap_or(token);
-        let bool = match magnitude {
-            b"0" => Some(false),
-            b"1" if token.len() == 1 => Some(true),
-            _ => None,
-        };
-        return Coerce {
-            bool,
-            int: true,
-            float: true,
-        };
-    }
-    let exponent = token.iter().any(|&b| matches!(b, b'e' | b'E'));
-    if !exponent {
-        // `-?int.frac`: integral when the fraction is all zeros, then worth its integer part.
-        let (whole, fraction) = token.split_at(token.iter().position(|&b| b == b'.').unwrap_or(0));
-        let magnitude = whole.strip_prefix(b"-").unwrap_or(whole);
-        if fraction[1..].iter().any(|&b| b != b'0') {
+    if !token.iter().any(|&b| matches!(b, b'e' | b'E')) {
+        // `-?int(.frac)?`: integral when the fraction is absent or all zeros, and then worth
+        // its integer part (a Python int of any size without a fraction).
+        let dot = token.iter().position(|&b| b == b'.').unwrap_or(token.len());
+        let (whole, fraction) = token.split_at(dot);
+        if fraction.iter().skip(1).any(|&b| b != b'0') {
             return Coerce {
                 bool: None,
                 int: false,
                 float: true,
             };
         }
-        if magnitude.len() <= 18 {
-            let bool = match magnitude {
-                b"0" => Some(false),
-                b"1" if whole.len() == 1 => Some(true),
+        if fraction.is_empty() || whole.len() <= 18 {
+            let bool = match whole {
+                b"0" | b"-0" => Some(false),
+                b"1" => Some(true),
                 _ => None,
             };
             return Coerce {
