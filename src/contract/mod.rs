@@ -219,6 +219,13 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
     if let StrField::Other(_) = f.facts.model {
         return Some(field_type("model", "a string", gated()));
     }
+    // The batch route then validates each conversation as a chat request, built from the
+    // batch request's fields (extra ones included).
+    if route == RouteKind::ChatBatch {
+        if let Some(field) = route_declared(RouteKind::Chat).rebuilt_refusal(f) {
+            return Some(field_type(field, "of the type vLLM declares", gated()));
+        }
+    }
     let completion = matches!(route, RouteKind::Completions | RouteKind::CompletionsRender)
         || (route == RouteKind::Invocations && invocations_route(f) == RouteKind::Completions);
     if completion && f.facts.prompt == PromptForm::Mixed {
@@ -657,6 +664,21 @@ mod tests {
         ] {
             assert_eq!(v(RouteKind::Chat, &chat(taken), &up), gate, "{taken}");
         }
+        // The batch route rebuilds each conversation as a chat request (nulls dropped).
+        let batch = |member: &str| {
+            format!(r#"{{"model":"m","messages":[[]],{member},"mm_processor_kwargs":{{"a":1}}}}"#)
+        };
+        let got = v(
+            RouteKind::ChatBatch,
+            &batch(r#""truncate_prompt_tokens":-5"#),
+            &up,
+        );
+        assert!(
+            matches!(got, Verdict::Invalid(Invalid::FieldType { .. })),
+            "{got:?}"
+        );
+        let nulled = batch(r#""truncate_prompt_tokens":null"#);
+        assert_eq!(v(RouteKind::ChatBatch, &nulled, &up), gate);
         let embed =
             r#"{"model":"m","input":"x","encoding_format":"hex","mm_processor_kwargs":{"a":1}}"#;
         assert!(matches!(

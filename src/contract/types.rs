@@ -304,6 +304,19 @@ impl Declared {
     }
 }
 
+impl Declared {
+    /// The first field the (first) model certainly refuses when it is rebuilt from another
+    /// model's `model_dump(exclude_none=True)`, as vLLM's batch route builds each
+    /// conversation's request: members that are null are gone, required fields were the
+    /// other model's to check, and only the types of the members left matter.
+    pub(super) fn rebuilt_refusal(&self, findings: &Findings) -> Option<&'static str> {
+        let model = self.models.first()?;
+        model
+            .first_mistyped(findings, true)
+            .map(|i| model.fields[i].name)
+    }
+}
+
 impl Model {
     /// Indexes a model's fields (at most 256, names unique: checked by the tests for every
     /// table).
@@ -332,7 +345,17 @@ impl Model {
                     .is_some_and(|m| matches!(m.kind, Kind::Array { .. }));
             !filled && findings.member(f.name).is_none()
         });
-        // Each declared member as pydantic reads it: the last of duplicate keys.
+        missing
+            .into_iter()
+            .chain(self.first_mistyped(findings, false))
+            .min()
+            .map(|i| self.fields[i].name)
+    }
+
+    /// The first declared field (in declaration order) whose member pydantic certainly
+    /// refuses, each member read as pydantic reads it (the last of duplicate keys); with
+    /// `skip_null`, a null member counts as absent.
+    fn first_mistyped(&self, findings: &Findings, skip_null: bool) -> Option<usize> {
         let mut seen = [0u64; MAX_FIELDS / 64];
         let mut mistyped = None;
         for m in findings.members.iter().rev() {
@@ -344,17 +367,14 @@ impl Model {
                 continue;
             }
             seen[word] |= bit;
-            if certainly_invalid(&self.fields[i], m, findings)
+            if !(skip_null && m.kind == Kind::Null)
+                && certainly_invalid(&self.fields[i], m, findings)
                 && mistyped.is_none_or(|first| i < first)
             {
                 mistyped = Some(i);
             }
         }
-        missing
-            .into_iter()
-            .chain(mistyped)
-            .min()
-            .map(|i| self.fields[i].name)
+        mistyped
     }
 }
 
