@@ -163,11 +163,30 @@ def checks(model):
     return sorted({c for c in out if c})
 
 
+# Fields with a validator of their own that refuses at least what their type refuses
+# (checked by hand against vLLM 0.31): their plain type stays certain.
+STRICTER = {"thinking_token_budget"}  # validate_thinking_token_budget: ints >= -1 only
+
+
+def validated(model, name, info):
+    """Whether a field has a validator that runs on the raw value (before, wrap or plain):
+    it may accept what the plain type refuses, so the type is not certain."""
+    decorators = model.__pydantic_decorators__.field_validators.values()
+    if any(name in d.info.fields and d.info.mode != "after" for d in decorators):
+        return True
+    kinds = ("BeforeValidator", "WrapValidator", "PlainValidator")
+    return any(type(m).__name__ in kinds for m in info.metadata)
+
+
 def fields(path):
     model = model_of(path)
     filled = FILLED.get(model.__name__, {})
     out = {}
     for name, info in model.model_fields.items():
+        if validated(model, name, info) and name not in STRICTER:
+            if info.is_required():
+                out[info.alias or name] = ([], True, True, filled.get(name, ""), None)
+            continue
         name = info.alias or name
         tys, nullable = simple(info.annotation)
         if name in SKIP:
