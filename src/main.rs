@@ -324,7 +324,9 @@ struct Signals {
 }
 
 impl Signals {
-    /// Registers the handlers now (inside the runtime), so none is missed later.
+    /// Registers the handlers now (inside the runtime), so none is missed later (on Unix;
+    /// elsewhere, or if SIGTERM or SIGINT cannot be handled, Ctrl-C is registered when first
+    /// awaited).
     fn install() -> Signals {
         #[cfg(unix)]
         {

@@ -66,10 +66,13 @@ pub(super) enum Check {
     /// `add_generation_prompt`.
     GenerationPrompt,
     /// ChatCompletionRequest `check_logprobs`: `logprob_token_ids` with beam search or
-    /// without `logprobs`; `prompt_logprobs` or `top_logprobs` not a number.
+    /// without `logprobs`; `prompt_logprobs` or `top_logprobs` not a number, below zero but
+    /// -1, `prompt_logprobs` with `stream` (unless 0), `top_logprobs` -1 or above zero
+    /// without `logprobs`.
     ChatLogprobs,
-    /// CompletionRequest `check_logprobs`: `logprob_token_ids` with beam search or without
-    /// `logprobs`; `prompt_logprobs` or `logprobs` not a number.
+    /// CompletionRequest `check_logprobs`: `logprob_token_ids` with beam search, without
+    /// `logprobs`, or with `echo` and `max_tokens` 0; `prompt_logprobs` or `logprobs` not a
+    /// number or below zero but -1, `prompt_logprobs` with `stream` (unless 0).
     CompletionLogprobs,
     /// `validate_prompt_and_prompt_embeds`: neither a non-empty `prompt` nor a non-empty
     /// `prompt_embeds`.

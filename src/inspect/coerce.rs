@@ -91,10 +91,7 @@ impl Scalar {
     /// a string too long to have been kept, or for another value.
     pub fn lone_surrogate(&self) -> Option<bool> {
         let text = self.text()?;
-        Some(
-            text.windows(2)
-                .any(|w| w[0] == 0xED && (0xA0..=0xBF).contains(&w[1])),
-        )
+        Some(super::has_surrogate(&text))
     }
 
     /// For a number: whether it lies within `lo..=hi` (exactly for integers, as a float
@@ -153,10 +150,16 @@ fn string(raw: &[u8]) -> Coerce {
 
 /// A string's decoded (WTF-8) text.
 fn text(s: &[u8]) -> Coerce {
+    let t = trim(s);
+    // A number starts with a digit, a sign or a point, or spells inf or nan.
+    let number = matches!(
+        t.first(),
+        Some(b'0'..=b'9' | b'+' | b'-' | b'.' | b'i' | b'I' | b'n' | b'N')
+    );
     Coerce {
         bool: bool_word(s),
-        int: int_text(trim(s)),
-        float: float_text(trim(s)),
+        int: number && int_text(t),
+        float: number && float_text(t),
     }
 }
 

@@ -673,7 +673,8 @@ fn prompt_list(sc: &mut Scanner<'_>) -> Result<(PromptForm, Kind), SyntaxError> 
         let kind = sc.value(3)?;
         texts &= matches!(kind, Kind::Str { .. });
         lists &= matches!(kind, Kind::Array { .. });
-        ints &= matches!(kind, Kind::Bool(_)) || coerce::of(kind, &sc.text()[start..sc.pos]).int;
+        ints = ints
+            && (matches!(kind, Kind::Bool(_)) || coerce::of(kind, &sc.text()[start..sc.pos]).int);
         Ok(())
     })?;
     let form = match (empty, texts, ints || lists) {

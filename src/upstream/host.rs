@@ -17,10 +17,12 @@ use http::{HeaderValue, Version};
 /// port left out when it is the scheme's default (as Starlette does).
 pub fn own(local: SocketAddr, https: bool) -> HeaderValue {
     let default = if https { 443 } else { 80 };
+    // An IPv6 address without its scope id (`%2`), which no Host may carry.
     let text = match (local, local.port() == default) {
         (SocketAddr::V4(a), true) => a.ip().to_string(),
+        (SocketAddr::V4(a), false) => a.to_string(),
         (SocketAddr::V6(a), true) => format!("[{}]", a.ip()),
-        (a, false) => a.to_string(),
+        (SocketAddr::V6(a), false) => format!("[{}]:{}", a.ip(), a.port()),
     };
     HeaderValue::from_str(&text).expect("an address is a header value")
 }
@@ -200,6 +202,7 @@ mod tests {
         assert_eq!(own("127.0.0.1:80", true), "127.0.0.1:80");
         assert_eq!(own("[::1]:443", true), "[::1]");
         assert_eq!(own("[::1]:8443", true), "[::1]:8443");
+        assert_eq!(own("[fe80::1%2]:8080", false), "[fe80::1]:8080");
     }
 
     #[test]
