@@ -506,15 +506,23 @@ mod tests {
         );
     }
 
+    /// A body of model `m` with `members` and a truthy `mm_processor_kwargs` last.
+    fn kwargs_body(members: &str) -> String {
+        format!(r#"{{"model":"m",{members},"mm_processor_kwargs":{{"a":1}}}}"#)
+    }
+
+    /// [`kwargs_body`] of a chat request (no messages) with `member`.
+    fn chat_body(member: &str) -> String {
+        kwargs_body(&format!(r#""messages":[],{member}"#))
+    }
+
     /// Scalars are read as pydantic's lax mode reads them (seen on the real server): a
     /// string or number a `bool`/`int`/`float` field cannot take is refused before the gate,
     /// and `use_beam_search: "yes"` is beam search.
     #[test]
     fn declared_scalars_are_coerced_as_pydantic_coerces_them() {
         let up = UpstreamFacts::default();
-        let with = |member: &str| {
-            format!(r#"{{"model":"m","messages":[],{member},"mm_processor_kwargs":{{"a":1}}}}"#)
-        };
+        let with = chat_body;
         let gate = Verdict::Reject(Field::MmProcessorKwargs);
         for refused in [
             r#""use_beam_search":"tru""#,
@@ -557,8 +565,7 @@ mod tests {
     #[test]
     fn completion_checks_run_before_the_gate() {
         let mut up = UpstreamFacts::default();
-        let with =
-            |members: &str| format!(r#"{{"model":"m",{members},"mm_processor_kwargs":{{"a":1}}}}"#);
+        let with = kwargs_body;
         let gate = Verdict::Reject(Field::MmProcessorKwargs);
         let render = RouteKind::CompletionsRender;
         for (members, expect) in [
@@ -628,9 +635,7 @@ mod tests {
     #[test]
     fn literal_and_constrained_fields_are_type_checked() {
         let up = UpstreamFacts::default();
-        let chat = |member: &str| {
-            format!(r#"{{"model":"m","messages":[],{member},"mm_processor_kwargs":{{"a":1}}}}"#)
-        };
+        let chat = chat_body;
         let gate = Verdict::Reject(Field::MmProcessorKwargs);
         for refused in [
             r#""reasoning_effort":"LOW""#,
@@ -665,9 +670,7 @@ mod tests {
             assert_eq!(v(RouteKind::Chat, &chat(taken), &up), gate, "{taken}");
         }
         // The batch route rebuilds each conversation as a chat request (nulls dropped).
-        let batch = |member: &str| {
-            format!(r#"{{"model":"m","messages":[[]],{member},"mm_processor_kwargs":{{"a":1}}}}"#)
-        };
+        let batch = |member: &str| kwargs_body(&format!(r#""messages":[[]],{member}"#));
         let got = v(
             RouteKind::ChatBatch,
             &batch(r#""truncate_prompt_tokens":-5"#),
@@ -691,12 +694,8 @@ mod tests {
     #[test]
     fn logprobs_checks_compare_the_raw_numbers() {
         let up = UpstreamFacts::default();
-        let chat = |member: &str| {
-            format!(r#"{{"model":"m","messages":[],{member},"mm_processor_kwargs":{{"a":1}}}}"#)
-        };
-        let cmpl = |member: &str| {
-            format!(r#"{{"model":"m","prompt":"p",{member},"mm_processor_kwargs":{{"a":1}}}}"#)
-        };
+        let chat = chat_body;
+        let cmpl = |member: &str| kwargs_body(&format!(r#""prompt":"p",{member}"#));
         let check = |parameter| Verdict::Invalid(Invalid::ModelCheck(parameter));
         let gate = Verdict::Reject(Field::MmProcessorKwargs);
         for (member, expect) in [
