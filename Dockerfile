@@ -2,23 +2,25 @@
 # kept simple enough to check by reading.
 
 # --- build ---
+# The shipped binary is the profile-guided build of tools/pgo.sh: an instrumented build runs
+# examples/pgo_train (loopback only, in the build container) in front of examples/fake_vllm,
+# then the release build is optimised with those counts (about a fifth fewer instructions
+# per proxied request; BENCHMARKS.md). It needs rustup's llvm-tools component, which the
+# script adds, and `kill` (procps, part of this image).
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
-# Dependencies first, so they are cached until Cargo.toml or Cargo.lock change.
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir -p src benches \
- && echo 'fn main() {}' > src/main.rs && echo '' > src/lib.rs && echo 'fn main() {}' > benches/inspect.rs \
- && cargo build --release --locked --bin mmgate \
- && rm -rf src benches
 COPY src src
 COPY benches benches
-RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin mmgate
+COPY examples examples
+COPY tools/pgo.sh tools/pgo.sh
+RUN cargo fetch --locked && bash tools/pgo.sh
 
 # --- runtime ---
 # distroless cc: glibc and CA certificates (for https:// upstreams), no shell, no package
 # manager. 65532 is its "nonroot" user.
 FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /src/target/release/mmgate /usr/local/bin/mmgate
+COPY --from=build /src/target/pgo/mmgate /usr/local/bin/mmgate
 COPY policies/ /etc/mmgate/
 USER 65532:65532
 # Data plane and admin (metrics, health). The shipped policies bind the admin listener to

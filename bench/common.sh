@@ -35,8 +35,9 @@ wait_http() { # URL [NAME]
   echo "${2:-$1} did not come up; logs in $W" >&2; ls -l "$W" >&2; exit 1
 }
 
-# Sets MMGATE and FAKE_VLLM: the prebuilt binaries when both are given, else a release build
-# of both (run from the project root).
+# Sets MMGATE and FAKE_VLLM: the prebuilt binaries when both are given, else the shipped
+# build of mmgate (profile-guided, tools/pgo.sh; PGO=0 for the plain release build) and a
+# release build of fake_vllm (run from the project root).
 build_binaries() {
   if [ -n "${MMGATE:-}" ] && [ -n "${FAKE_VLLM:-}" ]; then
     log "using MMGATE=$MMGATE FAKE_VLLM=$FAKE_VLLM"
@@ -45,6 +46,11 @@ build_binaries() {
   log "cargo build --release --bin mmgate --example fake_vllm"
   cargo build --release --bin mmgate --example fake_vllm
   MMGATE=$PWD/target/release/mmgate FAKE_VLLM=$PWD/target/release/examples/fake_vllm
+  if [ "${PGO:-1}" != 0 ]; then
+    log "bash tools/pgo.sh (PGO=0 measures the plain release build)"
+    bash tools/pgo.sh
+    MMGATE=$PWD/target/pgo/mmgate
+  fi
 }
 
 # haproxy as every bench measures it: `mode http`, 2 threads, upstream connections reused.

@@ -19,7 +19,8 @@
 # Env: DURATION (s, 5), WARMUP (s, 1), REPS (3), CONNS (32), THREADS (wrk threads, 2),
 #      WORKLOADS, TARGETS (space-separated subsets of the above), OUT (results directory,
 #      default target/bench-overhead/<UTC time>), MMGATE / FAKE_VLLM (prebuilt binaries:
-#      when both are set nothing is built), NO_INSTALL=1 (never apt-get).
+#      when both are set nothing is built; otherwise mmgate is the shipped PGO build,
+#      tools/pgo.sh, or with PGO=0 the plain release build), NO_INSTALL=1 (never apt-get).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
