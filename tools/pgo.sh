@@ -38,11 +38,11 @@ mkdir -p "$out/profiles"
 # The helpers are built as they are for the tests (not instrumented, so only mmgate's own
 # counts are collected). `--target` keeps RUSTFLAGS off build scripts and proc macros.
 say "building the training helpers (examples pgo_train, fake_vllm)"
-cargo build --example pgo_train --example fake_vllm >&2
+cargo build --locked --example pgo_train --example fake_vllm >&2
 
 say "instrumented build"
 RUSTFLAGS="-Cprofile-generate=$out/profiles" \
-  cargo build --release --bin mmgate --target "$host" --target-dir "$out/gen" >&2
+  cargo build --locked --release --bin mmgate --target "$host" --target-dir "$out/gen" >&2
 
 say "training"
 target/debug/examples/pgo_train "$out/gen/$host/release/mmgate" target/debug/examples/fake_vllm \
@@ -51,6 +51,6 @@ target/debug/examples/pgo_train "$out/gen/$host/release/mmgate" target/debug/exa
 
 say "optimised build"
 RUSTFLAGS="-Cprofile-use=$out/mmgate.profdata" \
-  cargo build --release --bin mmgate --target "$host" --target-dir "$out/use" >&2
+  cargo build --locked --release --bin mmgate --target "$host" --target-dir "$out/use" >&2
 cp "$out/use/$host/release/mmgate" "$out/mmgate"
 say "built $out/mmgate"
