@@ -43,11 +43,14 @@ build_binaries() {
     log "using MMGATE=$MMGATE FAKE_VLLM=$FAKE_VLLM"
     return 0
   fi
-  log "cargo build --release --bin mmgate --example fake_vllm"
-  cargo build --release --bin mmgate --example fake_vllm
-  MMGATE=$PWD/target/release/mmgate FAKE_VLLM=$PWD/target/release/examples/fake_vllm
-  if [ "${PGO:-1}" != 0 ]; then
-    log "bash tools/pgo.sh (PGO=0 measures the plain release build)"
+  FAKE_VLLM=$PWD/target/release/examples/fake_vllm
+  if [ "${PGO:-1}" = 0 ]; then
+    log "cargo build --release --bin mmgate --example fake_vllm"
+    cargo build --release --bin mmgate --example fake_vllm
+    MMGATE=$PWD/target/release/mmgate
+  else
+    log "cargo build --release --example fake_vllm; bash tools/pgo.sh (PGO=0: plain release)"
+    cargo build --release --example fake_vllm
     bash tools/pgo.sh
     MMGATE=$PWD/target/pgo/mmgate
   fi
