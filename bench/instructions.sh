@@ -22,7 +22,8 @@
 #
 # Env: DURATION (s, 8), MODES (mmgate modes: shadow pass), BASELINES (haproxy; also
 #      nginx_nobuf), WORKLOADS (chat_2k chat_2k_sse), MMGATE and FAKE_VLLM (prebuilt
-#      binaries; otherwise built: mmgate with tools/pgo.sh unless PGO=0), NO_INSTALL=1.
+#      binaries; otherwise built: mmgate with tools/pgo.sh unless PGO=0), NO_INSTALL=1,
+#      KEEP=1 (keep the work directory with the callgrind dumps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-8} MODES=${MODES-shadow pass} BASELINES=${BASELINES-haproxy}

@@ -34,6 +34,7 @@
 pub mod admin;
 pub mod advise;
 pub mod body;
+mod chunked;
 pub mod classify;
 pub mod config;
 pub mod contract;

@@ -1,0 +1,415 @@
+//! HTTP/1.1 chunked transfer coding (RFC 9112 §7.1), decoded from a read buffer: for
+//! request bodies from clients ([`crate::http1`]) and response bodies from upstreams
+//! ([`crate::upstream`]).
+//!
+//! Every chunk whole or begun in the buffer is decoded in one call, and their data is
+//! returned as one frame: an SSE burst costs one write downstream, not one per event.
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+
+/// The longest chunk-size line, trailer line or trailer section accepted.
+pub(crate) const MAX_LINE: usize = 8 << 10;
+
+/// The chunked decoder's place in the body.
+#[derive(Default)]
+pub(crate) struct Chunked {
+    state: State,
+    trailers: Option<HeaderMap>,
+    trailer_bytes: usize,
+}
+
+#[derive(Default, Clone, Copy)]
+enum State {
+    /// Before a chunk-size line.
+    #[default]
+    Size,
+    /// Inside a chunk's data, this many bytes left.
+    Data(u64),
+    /// The CRLF after a chunk's data.
+    DataEnd,
+    /// The trailer section after the last chunk.
+    Trailers,
+    /// After the trailer section.
+    End,
+}
+
+/// What one decoding step found.
+pub(crate) enum Step {
+    /// The data of every chunk that was whole or begun in the buffer.
+    Data(Bytes),
+    /// The body ended (with these trailers).
+    End(Option<HeaderMap>),
+    /// Nothing yet: read more.
+    More,
+}
+
+impl Chunked {
+    /// Decodes what `buf` holds: the data of every chunk there, merged into one frame.
+    pub(crate) fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, &'static str> {
+        let mut out = Merged::default();
+        loop {
+            match self.state {
+                State::Size => {
+                    // Whole plain chunks first; what stops that pass is read below.
+                    burst(buf, &mut out);
+                    let Some(end) = memchr::memchr(b'\n', buf) else {
+                        if buf.len() > MAX_LINE {
+                            return Err("chunk-size line too long");
+                        }
+                        break;
+                    };
+                    let size = chunk_size(&buf[..=end])?;
+                    buf.advance(end + 1);
+                    self.state = match size {
+                        0 => State::Trailers,
+                        n => State::Data(n),
+                    };
+                }
+                State::Data(left) => {
+                    if buf.is_empty() {
+                        break;
+                    }
+                    let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                    // All the read holds, or a large piece: split off.
+                    out.take_from(buf, n, n == buf.len() || n >= SPLIT_MIN);
+                    self.state = match left - n as u64 {
+                        0 => State::DataEnd,
+                        rest => State::Data(rest),
+                    };
+                }
+                State::DataEnd => {
+                    if buf.len() < 2 {
+                        break;
+                    }
+                    if &buf[..2] != b"\r\n" {
+                        return Err("chunk data not followed by CRLF");
+                    }
+                    buf.advance(2);
+                    self.state = State::Size;
+                }
+                State::End => {
+                    // Data decoded before the end goes first; the end comes with the next call.
+                    return Ok(match out.take() {
+                        Some(data) => Step::Data(data),
+                        None => Step::End(self.trailers.take()),
+                    });
+                }
+                State::Trailers => {
+                    let Some(end) = memchr::memchr(b'\n', buf) else {
+                        if buf.len() > MAX_LINE {
+                            return Err("trailer line too long");
+                        }
+                        break;
+                    };
+                    self.trailer_bytes += end + 1;
+                    if self.trailer_bytes > MAX_LINE {
+                        return Err("trailer section too long");
+                    }
+                    let line = buf.split_to(end + 1);
+                    let line = line
+                        .strip_suffix(b"\r\n")
+                        .ok_or("trailer line without CRLF")?;
+                    if line.is_empty() {
+                        self.state = State::End;
+                        continue;
+                    }
+                    self.trailer(line)?;
+                }
+            }
+        }
+        Ok(match out.take() {
+            Some(data) => Step::Data(data),
+            None => Step::More,
+        })
+    }
+
+    fn trailer(&mut self, line: &[u8]) -> Result<(), &'static str> {
+        let colon = memchr::memchr(b':', line).ok_or("trailer line without a colon")?;
+        let name = HeaderName::from_bytes(&line[..colon]).map_err(|_| "invalid trailer name")?;
+        let value = HeaderValue::from_bytes(line[colon + 1..].trim_ascii())
+            .map_err(|_| "invalid trailer value")?;
+        self.trailers
+            .get_or_insert_with(HeaderMap::new)
+            .append(name, value);
+        Ok(())
+    }
+}
+
+/// The chunk data decoded from one read, as one piece. A piece that is all the read has
+/// left, a large one, or a burst's data gathered in place is split off the read buffer when
+/// it comes first (no copy); later pieces are copied together with it into a buffer sized
+/// once.
+#[derive(Default)]
+struct Merged {
+    first: Option<Bytes>,
+    rest: Option<BytesMut>,
+}
+
+/// Chunk data pieces at least this long, when first in a read, are split off the read
+/// buffer instead of copied.
+const SPLIT_MIN: usize = 4 << 10;
+
+impl Merged {
+    /// Moves the first `n` bytes of `buf` to the decoded data: split off the buffer when they
+    /// come first and `split` allows it (no copy), else copied.
+    fn take_from(&mut self, buf: &mut BytesMut, n: usize, split: bool) {
+        if split && self.is_empty() {
+            self.first = Some(buf.split_to(n).freeze());
+            return;
+        }
+        self.copy(&buf[..n], buf.len());
+        buf.advance(n);
+    }
+
+    /// Appends a copy of `data`; the buffer, made on first use, has room for `room` more.
+    fn copy(&mut self, data: &[u8], room: usize) {
+        let first = &mut self.first;
+        let all = self.rest.get_or_insert_with(|| {
+            let before = first.take().unwrap_or_default();
+            let mut all = BytesMut::with_capacity(before.len() + room);
+            all.extend_from_slice(&before);
+            all
+        });
+        all.extend_from_slice(data);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none() && self.rest.is_none()
+    }
+
+    fn take(&mut self) -> Option<Bytes> {
+        match self.rest.take() {
+            Some(all) => Some(all.freeze()),
+            None => self.first.take(),
+        }
+    }
+}
+
+/// Takes the whole chunks at the start of `buf` that have a bare size line (`HEX CRLF`) in
+/// one pass: an SSE burst, many small chunks in one read. Their data is moved down over the
+/// framing in place, then split off the buffer at once (or, when `out` already holds data,
+/// copied to it). It stops before a chunk that is not whole, has extensions, is the last
+/// one, or is malformed (the state machine takes those, and reports the errors), and before
+/// a large first piece (split off, not moved).
+fn burst(buf: &mut BytesMut, out: &mut Merged) {
+    let (mut pos, mut kept) = (0, 0);
+    while let Some((size, digits)) = hex_prefix(&buf[pos..]) {
+        // At most 15 hex digits: the size fits a 64-bit usize.
+        let n = usize::try_from(size).unwrap_or(usize::MAX);
+        let start = pos + digits + 2;
+        let first = kept == 0 && out.is_empty();
+        if n == 0 || buf.get(start - 2..start) != Some(b"\r\n") || (first && n >= SPLIT_MIN) {
+            break;
+        }
+        let Some(end) = start
+            .checked_add(n)
+            .filter(|&end| buf.get(end..).is_some_and(|r| r.starts_with(b"\r\n")))
+        else {
+            break;
+        };
+        buf.copy_within(start..end, kept);
+        kept += n;
+        pos = end + 2;
+    }
+    if kept > 0 {
+        // Gathered at the front: split off whatever its length.
+        out.take_from(buf, kept, true);
+        buf.advance(pos - kept);
+    }
+}
+
+/// The size on a chunk-size line (`HEX [; extensions] CRLF`), at most 15 hex digits.
+fn chunk_size(line: &[u8]) -> Result<u64, &'static str> {
+    let line = line
+        .strip_suffix(b"\r\n")
+        .ok_or("chunk-size line without CRLF")?;
+    let (size, digits) = hex_prefix(line)
+        .filter(|&(_, digits)| digits > 0)
+        .ok_or("invalid chunk size")?;
+    let rest = line[digits..].trim_ascii_start();
+    if !rest.is_empty() && rest[0] != b';' {
+        return Err("invalid chunk size");
+    }
+    Ok(size)
+}
+
+/// The number in the hex digits `b` starts with, and how many there are (maybe none);
+/// `None` past 15 digits.
+fn hex_prefix(b: &[u8]) -> Option<(u64, usize)> {
+    let (mut size, mut digits) = (0u64, 0);
+    for &c in b {
+        let value = HEX[usize::from(c)];
+        if value > 0xF {
+            break;
+        }
+        if digits == 15 {
+            return None;
+        }
+        size = size << 4 | u64::from(value);
+        digits += 1;
+    }
+    Some((size, digits))
+}
+
+/// Each byte's value as a hex digit, or 0xFF for a byte that is not one.
+const HEX: [u8; 256] = {
+    let mut table = [0xFF; 256];
+    let mut c = 0;
+    while c < 256 {
+        table[c] = match c as u8 {
+            d @ b'0'..=b'9' => d - b'0',
+            d @ b'a'..=b'f' => d - b'a' + 10,
+            d @ b'A'..=b'F' => d - b'A' + 10,
+            _ => 0xFF,
+        };
+        c += 1;
+    }
+    table
+};
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Decodes `wire` fed in pieces cut at `cuts`; the data and trailers, or the error.
+    fn decode_in_pieces(wire: &[u8], cuts: &[usize]) -> Result<(Vec<u8>, Option<HeaderMap>), String> {
+        let mut points: Vec<usize> = cuts.iter().map(|c| c % (wire.len() + 1)).collect();
+        points.push(wire.len());
+        points.sort_unstable();
+        let mut chunked = Chunked::default();
+        let (mut buf, mut data, mut fed) = (BytesMut::new(), Vec::new(), 0);
+        for point in points {
+            buf.extend_from_slice(&wire[fed..point]);
+            fed = point;
+            loop {
+                match chunked.decode(&mut buf).map_err(str::to_string)? {
+                    Step::Data(d) => data.extend_from_slice(&d),
+                    Step::End(trailers) => {
+                        if !buf.is_empty() {
+                            return Err("bytes after the end".into());
+                        }
+                        return Ok((data, trailers));
+                    }
+                    Step::More => break,
+                }
+            }
+        }
+        Err("no end".into())
+    }
+
+    fn encode(chunks: &[Vec<u8>], ext: bool, trailers: &[(&str, &str)]) -> Vec<u8> {
+        encode_hex(chunks, ext, trailers, false)
+    }
+
+    /// As `encode`, with the sizes in lower-case hex when `lower`.
+    fn encode_hex(chunks: &[Vec<u8>], ext: bool, trailers: &[(&str, &str)], lower: bool) -> Vec<u8> {
+        let mut wire = Vec::new();
+        for c in chunks.iter().filter(|c| !c.is_empty()) {
+            let ext = if ext { " ;name=value" } else { "" };
+            let size = if lower {
+                format!("{:x}", c.len())
+            } else {
+                format!("{:X}", c.len())
+            };
+            wire.extend_from_slice(format!("{size}{ext}\r\n").as_bytes());
+            wire.extend_from_slice(c);
+            wire.extend_from_slice(b"\r\n");
+        }
+        wire.extend_from_slice(b"0\r\n");
+        for (n, v) in trailers {
+            wire.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+        }
+        wire.extend_from_slice(b"\r\n");
+        wire
+    }
+
+    proptest! {
+        #[test]
+        fn chunked_bodies_decode_whatever_the_read_boundaries(
+            // Small chunks (copied together) and large ones (split off the read buffer).
+            chunks in prop::collection::vec(prop_oneof![
+                4 => prop::collection::vec(any::<u8>(), 0..300),
+                1 => prop::collection::vec(any::<u8>(), SPLIT_MIN..SPLIT_MIN + 600),
+            ], 0..12),
+            cuts in prop::collection::vec(any::<usize>(), 0..20),
+            ext in any::<bool>(),
+            with_trailer in any::<bool>(),
+            lower in any::<bool>(),
+        ) {
+            let trailers: &[(&str, &str)] = if with_trailer { &[("x-check", "abc")] } else { &[] };
+            let wire = encode_hex(&chunks, ext, trailers, lower);
+            let (data, got) = decode_in_pieces(&wire, &cuts).unwrap();
+            prop_assert_eq!(data, chunks.concat());
+            prop_assert_eq!(got.map(|t| t["x-check"].clone()), with_trailer.then(|| HeaderValue::from_static("abc")));
+        }
+    }
+
+    #[test]
+    fn chunks_that_arrive_together_are_one_frame() {
+        let wire = encode(
+            &[b"data: a\n\n".to_vec(), b"data: b\n\n".to_vec()],
+            false,
+            &[],
+        );
+        let mut buf = BytesMut::from(&wire[..]);
+        let mut chunked = Chunked::default();
+        let Ok(Step::Data(d)) = chunked.decode(&mut buf) else {
+            panic!("data expected");
+        };
+        assert_eq!(&d[..], b"data: a\n\ndata: b\n\n");
+        assert!(matches!(chunked.decode(&mut buf), Ok(Step::End(None))));
+    }
+
+    #[test]
+    fn invalid_chunked_bodies_are_errors() {
+        for wire in [
+            &b"zz\r\n"[..],
+            b"5\r\nhelloXX0\r\n\r\n",
+            b"5 x\r\nhello\r\n0\r\n\r\n",
+            b"5\nhello\r\n0\r\n\r\n",
+            b"fffffffffffffffff\r\n",
+            b"-5\r\n",
+            b"0\r\nno colon\r\n\r\n",
+            // The same faults after whole chunks that are taken in one pass (an SSE burst).
+            b"1\r\na\r\n2\r\nbc\r\n5\r\nhelloXX0\r\n\r\n",
+            b"1\r\na\r\n5 x\r\nhello\r\n0\r\n\r\n",
+            b"1\r\na\r\n5\nhello\r\n0\r\n\r\n",
+            b"1\r\na\r\nfffffffffffffffff\r\n",
+            b"1\r\na\r\n-5\r\n",
+            b"1\r\na\r\n0\r\nno colon\r\n\r\n",
+            b"1\r\naXX2\r\nbc\r\n0\r\n\r\n",
+        ] {
+            assert!(
+                decode_in_pieces(wire, &[]).is_err(),
+                "{}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+        let long = vec![b'1'; MAX_LINE + 10];
+        assert!(decode_in_pieces(&long, &[]).is_err());
+    }
+
+    #[test]
+    fn chunk_sizes_are_up_to_15_hex_digits_then_extensions() {
+        let cases: &[(&[u8], Option<u64>)] = &[
+            (b"0\r\n", Some(0)),
+            (b"1a\r\n", Some(26)),
+            (b"1A;name=value\r\n", Some(26)),
+            (b"ff ; ext\r\n", Some(255)),
+            (b"fffffffffffffff\r\n", Some(0xfff_ffff_ffff_ffff)),
+            (b"1000000000000000\r\n", None),
+            (b"\r\n", None),
+            (b";ext\r\n", None),
+            (b"g\r\n", None),
+            (b"1 x\r\n", None),
+            (b"1", None),
+        ];
+        for (line, size) in cases {
+            let got = chunk_size(line).ok();
+            assert_eq!(got, *size, "{}", String::from_utf8_lossy(line));
+        }
+    }
+}
