@@ -33,6 +33,7 @@
 
 pub mod admin;
 pub mod advise;
+pub mod alloc;
 pub mod body;
 mod chunked;
 pub mod classify;

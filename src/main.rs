@@ -15,7 +15,7 @@ use mmgate::inspect::{Field, Findings};
 
 /// The allocator: mimalloc, measured against glibc malloc on the proxy hop (BENCHMARKS.md).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: mmgate::alloc::Allocator = mmgate::alloc::Allocator;
 
 #[derive(Parser)]
 #[command(
