@@ -275,7 +275,10 @@ mod tests {
     use super::*;
 
     /// Decodes `wire` fed in pieces cut at `cuts`; the data and trailers, or the error.
-    fn decode_in_pieces(wire: &[u8], cuts: &[usize]) -> Result<(Vec<u8>, Option<HeaderMap>), String> {
+    fn decode_in_pieces(
+        wire: &[u8],
+        cuts: &[usize],
+    ) -> Result<(Vec<u8>, Option<HeaderMap>), String> {
         let mut points: Vec<usize> = cuts.iter().map(|c| c % (wire.len() + 1)).collect();
         points.push(wire.len());
         points.sort_unstable();
@@ -305,7 +308,12 @@ mod tests {
     }
 
     /// As `encode`, with the sizes in lower-case hex when `lower`.
-    fn encode_hex(chunks: &[Vec<u8>], ext: bool, trailers: &[(&str, &str)], lower: bool) -> Vec<u8> {
+    fn encode_hex(
+        chunks: &[Vec<u8>],
+        ext: bool,
+        trailers: &[(&str, &str)],
+        lower: bool,
+    ) -> Vec<u8> {
         let mut wire = Vec::new();
         for c in chunks.iter().filter(|c| !c.is_empty()) {
             let ext = if ext { " ;name=value" } else { "" };

@@ -1,4 +1,5 @@
-//! A watch on the bytes of an HTTP/1 connection: for the one framing ambiguity hyper resolves
+//! A watch on the bytes of an HTTP/1 connection served by hyper (over TLS; plain ones are
+//! served by [`crate::http1`], which needs no watch): for the one framing ambiguity hyper resolves
 //! out of the handler's sight (a request head with both `Content-Length` and
 //! `Transfer-Encoding`), and for the header timeout (`deadline`).
 //!

@@ -5,8 +5,11 @@
 //!
 //! 1. [`listen`] accepts a connection, hands it to one of the data-plane worker threads
 //!    (each a single-threaded runtime; the connection never leaves it), runs the handshake
-//!    ([`tls`]: the client certificate's names) and records its [`listen::ConnInfo`]; [`framing`] watches HTTP/1 heads for the
-//!    `Content-Length` + `Transfer-Encoding` ambiguity; each request takes the gateway in force.
+//!    ([`tls`]: the client certificate's names) and records its [`listen::ConnInfo`]. Plain
+//!    HTTP/1.1 is served by [`http1`] (heads parsed, bodies read as the gateway asks,
+//!    responses written); HTTP/2 and TLS by hyper, with [`framing`] watching its HTTP/1 heads
+//!    for the `Content-Length` + `Transfer-Encoding` ambiguity; each request takes the
+//!    gateway in force.
 //! 2. [`identify`] resolves the client ([`identify::ClientId`]) from its certificate, API key
 //!    or trusted header, once per request on every route; [`limits`] takes from its rate.
 //! 3. [`classify`] maps method + path to a gated [`classify::RouteKind`] or pass-through.
@@ -43,6 +46,7 @@ pub mod decide;
 pub mod error;
 pub mod framing;
 pub mod gateway;
+pub mod http1;
 pub mod identify;
 pub mod inspect;
 pub mod inventory;

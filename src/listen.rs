@@ -1,6 +1,8 @@
 //! The accept loop: TCP (or TLS, see [`crate::tls`]) connections → HTTP/1.1 or HTTP/2 (ALPN
 //! `h2`, or prior knowledge on plain TCP) served by the gateway in force, with a
-//! per-connection [`ConnInfo`], a header read timeout, and graceful drain.
+//! per-connection [`ConnInfo`], a header read timeout, and graceful drain. Plain HTTP/1.1,
+//! the common case on the data plane, is served by [`crate::http1`]; HTTP/2 and everything
+//! over TLS by hyper.
 //!
 //! Invariants: each request loads the gateway in force once ([`Live::gateway`], an atomic
 //! load), so a reload never changes the policy under an in-flight request; a TLS
@@ -77,6 +79,11 @@ impl ConnInfo {
 
 static CONN_IDS: AtomicU64 = AtomicU64::new(1);
 
+/// A process-unique connection number.
+fn next_id() -> u64 {
+    CONN_IDS.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Whether a listener speaks TLS (with the certificates of the policy in force) or plain TCP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
@@ -84,14 +91,6 @@ pub enum Transport {
     Plain,
     /// TLS with `[tls]` of the policy in force at each handshake.
     Tls,
-}
-
-/// How a worker serves connections: `auto` tells HTTP/2's preface from HTTP/1 by reading
-/// it; `http1` serves a plain connection whose first bytes cannot start that preface,
-/// without auto's rewinding wrapper around every read.
-struct Builders {
-    auto: auto::Builder<TokioExecutor>,
-    http1: hyper::server::conn::http1::Builder,
 }
 
 /// The client preface every HTTP/2 connection starts with (RFC 9113 §3.4).
@@ -211,15 +210,15 @@ async fn work(
     transport: Transport,
     drain: Duration,
 ) {
-    // The header timeout is kept by the framing watch (one timer per connection instead
-    // of hyper's one per request head).
+    // On hyper's connections the header timeout is kept by the framing watch (one timer per
+    // connection instead of hyper's one per request head).
     const MAX_BUF: usize = 64 * 1024;
     let mut auto = auto::Builder::new(TokioExecutor::new());
     auto.http1().header_read_timeout(None).max_buf_size(MAX_BUF);
-    let mut http1 = hyper::server::conn::http1::Builder::new();
-    http1.header_read_timeout(None).max_buf_size(MAX_BUF);
-    let builder = Arc::new(Builders { auto, http1 });
+    let builder = Arc::new(auto);
+    // hyper's connections drain through `graceful`, the plain HTTP/1 ones through `drain`.
     let graceful = GracefulShutdown::new();
+    let (drain_all, drain_one) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     while let Some((stream, remote)) = accepted.recv().await {
         while tasks.try_join_next().is_some() {}
@@ -233,8 +232,9 @@ async fn work(
             }
         };
         let watcher = graceful.watcher();
-        let (live, builder) = (live.clone(), builder.clone());
+        let (live, builder, drain_one) = (live.clone(), builder.clone(), drain_one.clone());
         tasks.spawn(async move {
+            let opened = tokio::time::Instant::now();
             // The policy in force when the connection opened.
             let header_timeout = live.gateway().config().limits.header_timeout;
             let tls = match transport {
@@ -251,13 +251,19 @@ async fn work(
                             Ok(Ok(n)) if n > 0 => may_be_http2(&first[..n]),
                             _ => return,
                         };
+                    if !h2 {
+                        let conn = Arc::new(ConnInfo::new(next_id(), remote, local, None));
+                        let timeout = (opened, header_timeout);
+                        crate::http1::serve(stream, conn, live, timeout, drain_one).await;
+                        return;
+                    }
                     let conn = (stream, remote, local, None);
-                    connection(&builder, h2, live, conn, header_timeout, watcher).await
+                    connection(&builder, live, conn, header_timeout, watcher).await
                 }
                 Some(tls) => match crate::tls::accept(tls.config, stream, header_timeout).await {
                     Ok((stream, peer)) => {
                         let conn = (stream, remote, local, Some(peer));
-                        connection(&builder, true, live, conn, header_timeout, watcher).await
+                        connection(&builder, live, conn, header_timeout, watcher).await
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, %remote, "TLS handshake failed");
@@ -270,10 +276,12 @@ async fn work(
             }
         });
     }
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    let _ = drain_all.send(true);
+    let drained = async {
+        graceful.shutdown().await;
+        while tasks.join_next().await.is_some() {}
+    };
+    if tokio::time::timeout(drain, drained).await.is_err() {
         tracing::warn!(
             seconds = drain.as_secs(),
             "drain deadline passed; closing open connections"
@@ -282,13 +290,12 @@ async fn work(
     tasks.abort_all();
 }
 
-/// Serves one connection: its stream, the client's and its own address and, over TLS, the
-/// handshake's client certificate names (`Some(None)` without a certificate), until it ends or shutdown
-/// drains it; with `auto` unless `may_be_h2` is false. Requests over TLS are marked
+/// Serves one connection with hyper (HTTP/2, or anything over TLS): its stream, the client's
+/// and its own address and, over TLS, the handshake's client certificate names (`Some(None)`
+/// without a certificate), until it ends or shutdown drains it. Requests over TLS are marked
 /// `X-Forwarded-Proto: https` (replacing what the client sent).
 async fn connection<S>(
-    builder: &Builders,
-    may_be_h2: bool,
+    builder: &auto::Builder<TokioExecutor>,
     live: Arc<Live>,
     (stream, remote, local, tls): (S, SocketAddr, SocketAddr, Option<Option<PeerCertificate>>),
     header_timeout: Duration,
@@ -297,9 +304,8 @@ async fn connection<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let id = CONN_IDS.fetch_add(1, Ordering::Relaxed);
     let https = tls.is_some();
-    let conn = Arc::new(ConnInfo::new(id, remote, local, tls));
+    let conn = Arc::new(ConnInfo::new(next_id(), remote, local, tls));
     let (stream, progress) = Watched::new(stream, header_timeout);
     let requests = AtomicU64::new(0);
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
@@ -320,14 +326,8 @@ where
             Ok::<_, Infallible>(res.map(|inner| Answer { inner, progress }))
         }
     });
-    let io = TokioIo::new(stream);
-    if may_be_h2 {
-        let served = builder.auto.serve_connection(io, service);
-        watcher.watch(served.into_owned()).await
-    } else {
-        let served = builder.http1.serve_connection(io, service);
-        Ok(watcher.watch(served).await?)
-    }
+    let served = builder.serve_connection(TokioIo::new(stream), service);
+    watcher.watch(served.into_owned()).await
 }
 
 /// A response body that tells the connection's watch when it has ended (hyper drops it

@@ -1,0 +1,264 @@
+//! The read side of a client connection, and a request body read from it.
+//!
+//! The connection's reader and its buffer live in [`Reading`], shared (behind a mutex that
+//! is never contended: connection and body are polled by the same task) between the
+//! connection loop, which reads heads and watches for the client leaving, and the request's
+//! [`RequestBody`], which reads the body as the gateway asks for it. A body that arrived
+//! with its head is split off the buffer without a copy.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http_body::{Frame, SizeHint};
+use tokio::net::tcp::OwnedReadHalf;
+
+use crate::chunked::{Chunked, Step};
+
+/// Free space made in the read buffer before a read.
+const READ_SIZE: usize = 8 << 10;
+/// The most a read for a body with a known length asks for at once.
+const BODY_READ: usize = 64 << 10;
+/// Unread bytes past the current request beyond which the connection stops reading (and
+/// so stops noticing that the client left) until the request is answered.
+pub(super) const MAX_BUFFERED: usize = 64 << 10;
+
+/// What is left of the current request's body on the wire.
+pub(super) enum Remaining {
+    /// Nothing: read to its end, or there was none.
+    Done,
+    /// This many bytes of a `Content-Length` body.
+    Length(u64),
+    /// The rest of a chunked body.
+    Chunked(Chunked),
+    /// The body could not be read to its end (bad chunk framing, the client left).
+    Broken,
+}
+
+/// Where `Expect: 100-continue` stands for the current request.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Continue {
+    /// Not expected, or already sent.
+    No,
+    /// Expected; the body has not been asked for yet.
+    Expected,
+    /// The body was asked for: the connection loop sends `100 Continue`.
+    Wanted,
+}
+
+/// A connection's reader, its unread bytes and the state of the request body in them.
+pub(super) struct Reading {
+    io: OwnedReadHalf,
+    pub(super) buf: BytesMut,
+    pub(super) body: Remaining,
+    pub(super) expect: Continue,
+    /// The client closed its side (or the read failed).
+    pub(super) eof: bool,
+}
+
+/// The read side, shared by the connection loop and the current request's body.
+pub(super) struct Shared(Mutex<Reading>);
+
+impl Shared {
+    pub(super) fn new(io: OwnedReadHalf) -> Arc<Self> {
+        Arc::new(Shared(Mutex::new(Reading {
+            io,
+            buf: BytesMut::with_capacity(READ_SIZE),
+            body: Remaining::Done,
+            expect: Continue::No,
+            eof: false,
+        })))
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, Reading> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Reading {
+    /// Reads what has arrived into the buffer, with room for `want` more bytes: `Ready(true)`
+    /// when something was read, `Ready(false)` at the end of the stream (or on an error).
+    pub(super) fn poll_fill(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<bool> {
+        if self.eof {
+            return Poll::Ready(false);
+        }
+        self.buf.reserve(want);
+        match tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buf) {
+            Poll::Ready(Ok(n)) if n > 0 => Poll::Ready(true),
+            Poll::Ready(_) => {
+                self.eof = true;
+                Poll::Ready(false)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// While a request is being answered: reads what the client sends meanwhile (the next
+    /// pipelined request) and tells whether it has left. Stops reading once `MAX_BUFFERED`
+    /// bytes wait; a body still being read is the body's to read.
+    pub(super) fn poll_gone(&mut self, cx: &mut Context<'_>) -> bool {
+        if !matches!(self.body, Remaining::Done | Remaining::Broken) {
+            return false;
+        }
+        while self.buf.len() < MAX_BUFFERED {
+            match self.poll_fill(cx, READ_SIZE) {
+                Poll::Ready(true) => {}
+                Poll::Ready(false) => return true,
+                Poll::Pending => return false,
+            }
+        }
+        false
+    }
+
+    /// Takes the rest of the body off the buffer if all of it is there already, so that the
+    /// connection can carry the next request although the body was not read.
+    pub(super) fn skip_buffered_body(&mut self) {
+        match &mut self.body {
+            Remaining::Length(n) => {
+                if let Some(n) = usize::try_from(*n).ok().filter(|&n| n <= self.buf.len()) {
+                    let _ = self.buf.split_to(n);
+                    self.body = Remaining::Done;
+                }
+            }
+            Remaining::Chunked(chunked) => loop {
+                match chunked.decode(&mut self.buf) {
+                    Ok(Step::Data(_)) => {}
+                    Ok(Step::End(_)) => {
+                        self.body = Remaining::Done;
+                        break;
+                    }
+                    Ok(Step::More) => break,
+                    Err(_) => {
+                        self.body = Remaining::Broken;
+                        break;
+                    }
+                }
+            },
+            Remaining::Done | Remaining::Broken => {}
+        }
+    }
+
+    /// Whether the body was read to its end.
+    pub(super) fn body_done(&self) -> bool {
+        matches!(self.body, Remaining::Done)
+    }
+}
+
+/// Why a request body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// The connection ended first.
+    #[error("the client closed the connection before the body ended")]
+    Closed,
+    /// Bad chunked framing.
+    #[error("invalid chunked body: {0}")]
+    Chunked(&'static str),
+}
+
+/// The body of the request being served, read from the connection as it is polled.
+pub(super) struct RequestBody {
+    shared: Arc<Shared>,
+    /// The declared length, for the size hint.
+    length: Option<u64>,
+    ended: bool,
+}
+
+impl RequestBody {
+    pub(super) fn new(shared: Arc<Shared>, length: Option<u64>) -> Self {
+        RequestBody {
+            shared,
+            length,
+            ended: false,
+        }
+    }
+}
+
+impl http_body::Body for RequestBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        let polled = poll_body(&mut this.shared.lock(), cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            this.ended = true;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended || self.length == Some(0)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.length {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
+        }
+    }
+}
+
+fn poll_body(
+    r: &mut Reading,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+    loop {
+        let want = match &mut r.body {
+            Remaining::Done => return Poll::Ready(None),
+            Remaining::Broken => return Poll::Ready(Some(Err(BodyError::Closed))),
+            Remaining::Length(left) => {
+                if !r.buf.is_empty() {
+                    let n = r
+                        .buf
+                        .len()
+                        .min(usize::try_from(*left).unwrap_or(usize::MAX));
+                    let data = r.buf.split_to(n).freeze();
+                    *left -= n as u64;
+                    if *left == 0 {
+                        r.body = Remaining::Done;
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                usize::try_from(*left)
+                    .unwrap_or(usize::MAX)
+                    .clamp(READ_SIZE, BODY_READ)
+            }
+            Remaining::Chunked(chunked) => match chunked.decode(&mut r.buf) {
+                Ok(Step::Data(data)) => return Poll::Ready(Some(Ok(Frame::data(data)))),
+                Ok(Step::End(_)) => {
+                    r.body = Remaining::Done;
+                    return Poll::Ready(None);
+                }
+                Ok(Step::More) => READ_SIZE,
+                Err(e) => {
+                    r.body = Remaining::Broken;
+                    return Poll::Ready(Some(Err(BodyError::Chunked(e))));
+                }
+            },
+        };
+        if r.expect == Continue::Expected {
+            // The connection loop sends `100 Continue`, then polls again.
+            r.expect = Continue::Wanted;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        if r.expect == Continue::Wanted {
+            return Poll::Pending;
+        }
+        match r.poll_fill(cx, want) {
+            Poll::Ready(true) => {}
+            Poll::Ready(false) => {
+                r.body = Remaining::Broken;
+                return Poll::Ready(Some(Err(BodyError::Closed)));
+            }
+            Poll::Pending => return Poll::Pending,
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The data plane's HTTP/1.1 server for plain TCP connections (TLS and HTTP/2 are served by
+//! hyper, [`crate::listen`]): read a head → hand the request to the gateway in force, its
+//! body read from the connection as the gateway asks → write the response → the next head.
+//!
+//! It exists for cost: hyper's server, with its per-request channel and dispatch, was the
+//! largest part of a request that mmgate forwards without reading. What a client can
+//! observe is what hyper's server did: the same refusals of bad heads ([`head`]), pipelined
+//! requests answered in order, `100 Continue` sent when the body is first asked for, a
+//! client that leaves cancelling its request (the gateway's future is dropped), the header
+//! timeout (from the connection's start or the last response's end until a head is whole,
+//! never while a request is answered), and a drain that lets the request in flight finish.
+//!
+//! A body the gateway did not read is skipped when it is already in the buffer; otherwise the
+//! connection closes after the response (`connection: close`), without reading further.
+
+mod body;
+mod head;
+mod write;
+
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use axum::body::Body;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::listen::ConnInfo;
+use crate::reload::Live;
+use body::{Continue, Remaining, RequestBody, Shared};
+use head::{Fields, Framing};
+use write::{Asked, Out};
+
+pub use body::BodyError;
+
+/// How long a closing connection goes on reading (and discarding) what the client still
+/// sends, so that the response before it is not lost to a reset.
+const LINGER: Duration = Duration::from_secs(1);
+/// The most a closing connection reads before it gives up on lingering.
+const LINGER_BYTES: usize = 256 << 10;
+
+/// Serves HTTP/1.1 on `stream`, opened at `opened`, until the client closes it, the header
+/// timeout passes while a head is awaited, or `drain` turns true while no request is in
+/// flight.
+pub async fn serve(
+    stream: TcpStream,
+    conn: Arc<ConnInfo>,
+    live: Arc<Live>,
+    (opened, header_timeout): (Instant, Duration),
+    mut drain: watch::Receiver<bool>,
+) {
+    let (read, mut io) = stream.into_split();
+    let shared = Shared::new(read);
+    let mut out = Out::default();
+    let mut fields = Fields::default();
+    let mut draining = pin!(async move {
+        let _ = drain.wait_for(|d| *d).await;
+    });
+    let mut drained = false;
+    // One timer for the connection's life, moved only when it fires early.
+    let mut wait_began = opened;
+    let mut timer = pin!(tokio::time::sleep_until(wait_began + header_timeout));
+    loop {
+        // Await a head.
+        let deadline = wait_began + header_timeout;
+        // Bytes already looked at for a line end; a head can only end at one, so a head
+        // trickled in is parsed again only when a line has ended, not on every read.
+        let mut seen = 0;
+        let head = poll_fn(|cx| {
+            let mut r = shared.lock();
+            loop {
+                if memchr::memchr(b'\n', &r.buf[seen..]).is_some() {
+                    match head::parse(&mut r.buf, &mut fields) {
+                        Ok(None) => {}
+                        done => return Poll::Ready(done),
+                    }
+                }
+                seen = r.buf.len();
+                if seen >= head::MAX_HEAD {
+                    return Poll::Ready(Err(http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
+                }
+                match r.poll_fill(cx, 8 << 10) {
+                    Poll::Ready(true) => {}
+                    Poll::Ready(false) => return Poll::Ready(Ok(None)),
+                    Poll::Pending => break,
+                }
+            }
+            if r.buf.is_empty() && !drained && draining.as_mut().poll(cx).is_ready() {
+                drained = true;
+            }
+            if drained && r.buf.is_empty() {
+                return Poll::Ready(Ok(None));
+            }
+            while timer.as_mut().poll(cx).is_ready() {
+                if Instant::now() >= deadline {
+                    return Poll::Ready(Ok(None));
+                }
+                timer.as_mut().reset(deadline);
+            }
+            Poll::Pending
+        })
+        .await;
+        let head = match head {
+            Ok(Some(head)) => head,
+            Ok(None) => break,
+            Err(status) => {
+                write::refuse(&mut io, &mut out, status).await;
+                break;
+            }
+        };
+
+        // Hand the request to the gateway; its body is read from the connection.
+        let asked = Asked {
+            version: head.request.version(),
+            head: head.request.method() == http::Method::HEAD,
+            keep_alive: head.keep_alive && !drained,
+        };
+        let body = {
+            let mut r = shared.lock();
+            r.expect = if head.expect_continue && head.framing != Framing::Empty {
+                Continue::Expected
+            } else {
+                Continue::No
+            };
+            let (remaining, length) = match head.framing {
+                Framing::Empty => (Remaining::Done, None),
+                Framing::Length(n) => (Remaining::Length(n), Some(n)),
+                Framing::Chunked => (Remaining::Chunked(Default::default()), None),
+            };
+            r.body = remaining;
+            match head.framing {
+                Framing::Empty => Body::empty(),
+                _ => Body::new(RequestBody::new(shared.clone(), length)),
+            }
+        };
+        let gateway = live.gateway();
+        let answer = pin!(gateway.handle(head.request.map(|()| body), &conn));
+        let Some(res) = answer_or_gone(answer, &shared, &io).await else {
+            // The client left (or `100 Continue` could not be sent): the request is dropped.
+            return;
+        };
+
+        // Write the response.
+        let body_done = {
+            let mut r = shared.lock();
+            r.skip_buffered_body();
+            r.body_done()
+        };
+        let asked = Asked {
+            keep_alive: asked.keep_alive && body_done,
+            ..asked
+        };
+        match write::respond(&mut io, &mut out, &shared, res, asked).await {
+            Ok(true) => wait_began = Instant::now(),
+            Ok(false) => break,
+            Err(()) => return,
+        }
+    }
+    linger(&shared, io).await;
+}
+
+/// Polls the gateway's `answer`, sending `100 Continue` when the body asks for it and
+/// watching for the client to leave once the body has been read; `None` if it left.
+async fn answer_or_gone<F: Future<Output = http::Response<Body>>>(
+    mut answer: Pin<&mut F>,
+    shared: &Shared,
+    io: &OwnedWriteHalf,
+) -> Option<http::Response<Body>> {
+    poll_fn(|cx| {
+        if let Poll::Ready(res) = answer.as_mut().poll(cx) {
+            return Poll::Ready(Some(res));
+        }
+        let mut r = shared.lock();
+        if r.expect == Continue::Wanted {
+            // Nothing else is being written now, so the socket takes these few bytes.
+            if io.try_write(write::CONTINUE).ok() != Some(write::CONTINUE.len()) {
+                return Poll::Ready(None);
+            }
+            r.expect = Continue::No;
+            cx.waker().wake_by_ref();
+        }
+        if r.poll_gone(cx) {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// Closes the connection: the write side first, then what the client still sends is read
+/// and dropped for a while, so that a response it has not read yet is not lost to a reset.
+async fn linger(shared: &Shared, mut io: OwnedWriteHalf) {
+    if io.shutdown().await.is_err() {
+        return;
+    }
+    let mut read = 0;
+    let drained = poll_fn(|cx| {
+        let mut r = shared.lock();
+        loop {
+            r.buf.clear();
+            match r.poll_fill(cx, 16 << 10) {
+                Poll::Ready(true) if read < LINGER_BYTES => read += r.buf.len(),
+                Poll::Ready(_) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    });
+    let _ = tokio::time::timeout(LINGER, drained).await;
+}

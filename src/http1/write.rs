@@ -1,0 +1,376 @@
+//! Writing a response: its head (status line, the gateway's fields, `date` unless it has
+//! one, and the framing this side decides), then its body as the frames come, gathered into
+//! as few writes as their readiness allows. While the body is waited for, the client's side
+//! is watched: a client that leaves ends the response (and so releases what the request
+//! holds, and cancels the upstream exchange).
+//!
+//! Framing (RFC 9112 §6): no body for `HEAD`, 1xx, 204 and 304; `Content-Length` when the
+//! body's length is known; else chunked to an HTTP/1.1 client, and to an HTTP/1.0 client the
+//! body runs to the connection's close.
+
+use std::cell::Cell;
+use std::future::poll_fn;
+use std::io::IoSlice;
+use std::task::Poll;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use bytes::{Bytes, BytesMut};
+use http::{header, Response, StatusCode, Version};
+use http_body::Body as _;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+
+use super::body::Shared;
+
+/// Body frames up to this size are copied into the write buffer; larger ones are written
+/// from where they are.
+const COPY_MAX: usize = 16 << 10;
+/// Bytes gathered before they are written even though more frames are ready.
+const WRITE_BATCH: usize = 256 << 10;
+
+/// How the response body is delimited on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    None,
+    Length(u64),
+    Chunked,
+    Close,
+}
+
+/// What of the request decides how the response is written.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Asked {
+    pub(super) version: Version,
+    pub(super) head: bool,
+    /// Whether the connection may carry another request after this response.
+    pub(super) keep_alive: bool,
+}
+
+/// Bytes waiting to be written: small pieces copied together, large ones by reference.
+#[derive(Default)]
+pub(super) struct Out {
+    pending: Vec<Bytes>,
+    scratch: BytesMut,
+    len: usize,
+}
+
+impl Out {
+    fn put(&mut self, b: &[u8]) {
+        self.scratch.extend_from_slice(b);
+        self.len += b.len();
+    }
+
+    fn put_bytes(&mut self, b: Bytes) {
+        if b.len() <= COPY_MAX {
+            self.put(&b);
+            return;
+        }
+        self.seal();
+        self.len += b.len();
+        self.pending.push(b);
+    }
+
+    fn seal(&mut self) {
+        if !self.scratch.is_empty() {
+            self.pending.push(self.scratch.split().freeze());
+        }
+    }
+
+    /// Writes everything gathered, with as few system calls as it takes.
+    pub(super) async fn flush(&mut self, io: &mut OwnedWriteHalf) -> std::io::Result<()> {
+        self.seal();
+        let mut inline = [IoSlice::new(&[]); 16];
+        let mut spilled = Vec::new();
+        let slices = if self.pending.len() <= inline.len() {
+            for (slot, b) in inline.iter_mut().zip(&self.pending) {
+                *slot = IoSlice::new(b);
+            }
+            &mut inline[..self.pending.len()]
+        } else {
+            spilled.extend(self.pending.iter().map(|b| IoSlice::new(b)));
+            &mut spilled[..]
+        };
+        let mut left = slices;
+        while !left.is_empty() {
+            let n = io.write_vectored(left).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut left, n);
+        }
+        self.pending.clear();
+        self.len = 0;
+        Ok(())
+    }
+}
+
+/// Writes `res` for a request as `asked` says; whether the connection can carry another
+/// request after it (`Err` when the client went away or a write failed).
+pub(super) async fn respond(
+    io: &mut OwnedWriteHalf,
+    out: &mut Out,
+    shared: &Shared,
+    res: Response<Body>,
+    asked: Asked,
+) -> Result<bool, ()> {
+    let (parts, mut body) = res.into_parts();
+    let status = parts.status;
+    let mut keep_alive = asked.keep_alive
+        && !parts
+            .headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .any(|v| has_token(v.as_bytes(), b"close"));
+    let bodiless = asked.head
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let framing = match body.size_hint().exact() {
+        _ if bodiless => Framing::None,
+        Some(n) => Framing::Length(n),
+        None if asked.version == Version::HTTP_10 => Framing::Close,
+        None => Framing::Chunked,
+    };
+    keep_alive &= framing != Framing::Close;
+
+    out.put(if asked.version == Version::HTTP_10 {
+        b"HTTP/1.0 "
+    } else {
+        b"HTTP/1.1 "
+    });
+    out.put(status.as_str().as_bytes());
+    out.put(b" ");
+    out.put(status.canonical_reason().unwrap_or("").as_bytes());
+    out.put(b"\r\n");
+    for (name, value) in &parts.headers {
+        let framing_field = *name == header::CONTENT_LENGTH || *name == header::TRANSFER_ENCODING;
+        // A HEAD response keeps the length of the body it stands for.
+        if (framing_field && !(asked.head && *name == header::CONTENT_LENGTH))
+            || *name == header::CONNECTION
+        {
+            continue;
+        }
+        field(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    match framing {
+        Framing::Length(n) => field(out, b"content-length", itoa(n, &mut [0; 20])),
+        Framing::Chunked => field(out, b"transfer-encoding", b"chunked"),
+        Framing::None | Framing::Close => {}
+    }
+    if !parts.headers.contains_key(header::DATE) {
+        field(out, b"date", &date());
+    }
+    match (keep_alive, asked.version) {
+        (false, _) => field(out, b"connection", b"close"),
+        (true, Version::HTTP_10) => field(out, b"connection", b"keep-alive"),
+        (true, _) => {}
+    }
+    out.put(b"\r\n");
+
+    if framing == Framing::None {
+        out.flush(io).await.map_err(drop)?;
+        return Ok(keep_alive);
+    }
+    let mut sent = 0u64;
+    loop {
+        // Frames that are ready are gathered; the gathered bytes are written once the body
+        // has to be waited for, or once there are enough of them.
+        let next = poll_fn(|cx| {
+            if out.len < WRITE_BATCH {
+                if let Poll::Ready(frame) = std::pin::Pin::new(&mut body).poll_frame(cx) {
+                    return Poll::Ready(Some(frame));
+                }
+            }
+            if out.len > 0 || shared.lock().poll_gone(cx) {
+                return Poll::Ready(None);
+            }
+            Poll::Pending
+        })
+        .await;
+        let frame = match next {
+            None if out.len > 0 => {
+                out.flush(io).await.map_err(drop)?;
+                continue;
+            }
+            None => return Err(()),
+            Some(frame) => frame,
+        };
+        let frame = match frame {
+            Some(Ok(frame)) => frame,
+            // A body that failed midway: the client can only learn it from a connection
+            // closed before the body's end.
+            Some(Err(_)) => {
+                out.flush(io).await.map_err(drop)?;
+                return Err(());
+            }
+            None => {
+                match framing {
+                    Framing::Chunked => out.put(b"0\r\n\r\n"),
+                    Framing::Length(n) if n != sent => keep_alive = false,
+                    _ => {}
+                }
+                out.flush(io).await.map_err(drop)?;
+                return Ok(keep_alive);
+            }
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if data.is_empty() {
+            continue;
+        }
+        if let Framing::Length(n) = framing {
+            if sent + data.len() as u64 > n {
+                // More than the body declared: the declared part, then the connection ends.
+                let fits = usize::try_from(n - sent).unwrap_or(0);
+                out.put_bytes(data.slice(..fits));
+                out.flush(io).await.map_err(drop)?;
+                return Err(());
+            }
+        }
+        sent += data.len() as u64;
+        if framing == Framing::Chunked {
+            out.put(hex(data.len(), &mut [0; 18]));
+            out.put_bytes(data);
+            out.put(b"\r\n");
+        } else {
+            out.put_bytes(data);
+        }
+    }
+}
+
+/// Writes a bodiless response that refuses a request head, and says the connection closes.
+pub(super) async fn refuse(io: &mut OwnedWriteHalf, out: &mut Out, status: StatusCode) {
+    out.put(b"HTTP/1.1 ");
+    out.put(status.as_str().as_bytes());
+    out.put(b" ");
+    out.put(status.canonical_reason().unwrap_or("").as_bytes());
+    out.put(b"\r\n");
+    field(out, b"content-length", b"0");
+    field(out, b"date", &date());
+    field(out, b"connection", b"close");
+    out.put(b"\r\n");
+    let _ = out.flush(io).await;
+}
+
+/// The `100 Continue` interim response.
+pub(super) const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+fn field(out: &mut Out, name: &[u8], value: &[u8]) {
+    out.put(name);
+    out.put(b": ");
+    out.put(value);
+    out.put(b"\r\n");
+}
+
+/// Whether the comma-separated `list` holds `token` (any case).
+fn has_token(list: &[u8], token: &[u8]) -> bool {
+    list.split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+}
+
+fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+/// A chunk-size line: the size in hex and CRLF.
+fn hex(mut n: usize, buf: &mut [u8; 18]) -> &[u8] {
+    let mut i = buf.len() - 2;
+    buf[i..].copy_from_slice(b"\r\n");
+    loop {
+        i -= 1;
+        buf[i] = b"0123456789abcdef"[n & 0xF];
+        n >>= 4;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+thread_local! {
+    /// The `date` value of the current second, made once per second per thread.
+    static DATE: Cell<(u64, [u8; 29])> = const { Cell::new((u64::MAX, [0; 29])) };
+}
+
+/// Now as an HTTP date (RFC 9110 §5.6.7).
+fn date() -> [u8; 29] {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    DATE.with(|cached| {
+        let (at, text) = cached.get();
+        if at == secs {
+            return text;
+        }
+        let text = http_date(secs);
+        cached.set((secs, text));
+        text
+    })
+}
+
+/// `secs` after the epoch as an IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`.
+fn http_date(secs: u64) -> [u8; 29] {
+    const DAYS: [&[u8; 3]; 7] = [b"Sun", b"Mon", b"Tue", b"Wed", b"Thu", b"Fri", b"Sat"];
+    const MONTHS: [&[u8; 3]; 12] = [
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+        b"Dec",
+    ];
+    let days = secs / 86_400;
+    let of_day = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    let mut out = *b"Thu, 01 Jan 1970 00:00:00 GMT";
+    let two = |out: &mut [u8; 29], at: usize, v: u64| {
+        out[at] = b'0' + (v / 10 % 10) as u8;
+        out[at + 1] = b'0' + (v % 10) as u8;
+    };
+    out[..3].copy_from_slice(DAYS[((days + 4) % 7) as usize]);
+    two(&mut out, 5, day);
+    out[8..11].copy_from_slice(MONTHS[(month - 1) as usize]);
+    two(&mut out, 12, year / 100);
+    two(&mut out, 14, year % 100);
+    two(&mut out, 17, of_day / 3600);
+    two(&mut out, 20, of_day / 60 % 60);
+    two(&mut out, 23, of_day % 60);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_dates_are_imf_fixdates() {
+        assert_eq!(&http_date(0), b"Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(&http_date(784_111_777), b"Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(&http_date(951_782_400), b"Tue, 29 Feb 2000 00:00:00 GMT");
+        assert_eq!(&http_date(1_796_342_399), b"Thu, 03 Dec 2026 23:59:59 GMT");
+        assert_eq!(&http_date(4_107_542_400), b"Mon, 01 Mar 2100 00:00:00 GMT");
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal_and_chunk_sizes_in_hex() {
+        assert_eq!(itoa(0, &mut [0; 20]), b"0");
+        assert_eq!(itoa(u64::MAX, &mut [0; 20]), b"18446744073709551615");
+        assert_eq!(hex(0, &mut [0; 18]), b"0\r\n");
+        assert_eq!(hex(0x1a2b, &mut [0; 18]), b"1a2b\r\n");
+        assert_eq!(hex(usize::MAX, &mut [0; 18]), b"ffffffffffffffff\r\n");
+    }
+}

@@ -1,0 +1,156 @@
+//! mmgate's own HTTP/1.1 server (plain TCP), through the real gateway with raw bytes: HTTP/1.0
+//! clients, `Connection: close`, bodies the gateway answers without reading, streamed
+//! responses, and the fields every response carries. (Abuse and smuggling shapes are in
+//! tests/abuse.rs, clients that leave in tests/faults.rs.)
+
+#[path = "support/raw.rs"]
+mod raw;
+mod support;
+
+use raw::{head, Conn, VERDICT};
+use support::*;
+
+const CHAT: &str = "/v1/chat/completions";
+const CLEAN: &str = r#"{"model":"tiny","messages":[]}"#;
+const STREAM: &str = r#"{"model":"tiny","messages":[],"stream":true}"#;
+const LIMIT: usize = 1024;
+
+async fn start() -> (FakeVllm, mmgate::server::Running) {
+    let fake = FakeVllm::start().await;
+    let policy = format!("[limits]\nmax_body_bytes = {LIMIT}\n[gate]\ndefault = \"reject\"\n");
+    let gw = gateway(&policy, &fake).await;
+    (fake, gw)
+}
+
+fn post(version: &str, extra: &str, body: &str) -> String {
+    format!(
+        "POST {CHAT} HTTP/{version}\r\nHost: gw\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[tokio::test]
+async fn an_http10_client_gets_an_http10_answer_and_the_connection_closes() {
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    c.write(post("1.0", "", CLEAN).as_bytes()).await;
+    let r = c.response().await.unwrap();
+    assert!(r.head.starts_with("HTTP/1.0 200 OK"), "{}", r.head);
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(c.closed_within(VERDICT).await);
+    assert_eq!(fake.received().len(), 1);
+}
+
+#[tokio::test]
+async fn an_http10_client_asking_for_keep_alive_keeps_its_connection() {
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    for _ in 0..2 {
+        c.write(post("1.0", "Connection: keep-alive\r\n", CLEAN).as_bytes())
+            .await;
+        let r = c.response().await.unwrap();
+        assert!(r.head.starts_with("HTTP/1.0 200"), "{}", r.head);
+        assert_eq!(r.header("connection"), Some("keep-alive"));
+    }
+    assert_eq!(fake.received().len(), 2);
+}
+
+#[tokio::test]
+async fn a_stream_to_an_http10_client_runs_to_the_close_and_to_http11_is_chunked() {
+    let (_fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    c.write(post("1.0", "", STREAM).as_bytes()).await;
+    let r = c.response().await.unwrap();
+    assert!(r.head.starts_with("HTTP/1.0 200"), "{}", r.head);
+    assert_eq!(r.header("transfer-encoding"), None);
+    assert_eq!(r.header("content-length"), None);
+    let events = String::from_utf8(r.body).unwrap();
+    assert!(events.starts_with(&String::from_utf8_lossy(&sse_event(0))[..]));
+    assert!(events.ends_with("data: [DONE]\n\n"), "{events}");
+
+    let mut c = Conn::open(gw.addr).await;
+    c.write(post("1.1", "", STREAM).as_bytes()).await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"), "{}", r.head);
+    assert!(r.text().ends_with("data: [DONE]\n\n"));
+    // The connection carries the next request.
+    c.write(post("1.1", "", CLEAN).as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 200);
+}
+
+#[tokio::test]
+async fn connection_close_is_honoured() {
+    let (_fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    c.write(post("1.1", "Connection: close\r\n", CLEAN).as_bytes())
+        .await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(c.closed_within(VERDICT).await);
+}
+
+#[tokio::test]
+async fn an_unread_body_that_has_arrived_is_skipped_and_the_connection_kept() {
+    // A declared oversized body is refused before it is read. When it has arrived whole
+    // with its head, it is skipped and the next request on the connection is served.
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    let big = format!(r#"{{"model":"tiny","pad":"{}"}}"#, "a".repeat(2 * LIMIT));
+    let both = format!("{}{}", post("1.1", "", &big), post("1.1", "", CLEAN));
+    c.write(both.as_bytes()).await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert_eq!(r.header("connection"), None, "{}", r.head);
+    assert_eq!(c.response().await.unwrap().status, 200);
+    assert_eq!(fake.received().len(), 1);
+    assert_eq!(fake.received()[0].body, bytes::Bytes::from(CLEAN));
+}
+
+#[tokio::test]
+async fn an_unread_body_still_on_its_way_closes_the_connection_after_the_answer() {
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    c.write(head(CHAT, "Content-Length: 5000\r\n").as_bytes())
+        .await;
+    c.write(b"{\"model\":").await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert_eq!(r.header("connection"), Some("close"), "{}", r.head);
+    // What the client goes on sending is read and dropped, never taken as a request.
+    let _ = c.write_lossy(post("1.1", "", CLEAN).as_bytes()).await;
+    assert!(c.closed_within(VERDICT).await);
+    assert!(fake.received().is_empty());
+}
+
+#[tokio::test]
+async fn every_answer_carries_a_date_and_its_framing() {
+    let (_fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    let offending = r#"{"model":"tiny","messages":[],"media_io_kwargs":{"a":1}}"#;
+    for body in [CLEAN, offending] {
+        c.write(post("1.1", "", body).as_bytes()).await;
+        let r = c.response().await.unwrap();
+        let date = r.header("date").expect("a date");
+        assert!(date.ends_with(" GMT") && date.len() == 29, "{date}");
+        assert_eq!(r.header("content-length"), Some(&*r.body.len().to_string()));
+    }
+}
+
+#[tokio::test]
+async fn a_head_over_the_limit_gets_431_and_a_bad_one_400() {
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    let endless = format!("GET / HTTP/1.1\r\nX-Long: {}", "a".repeat(70 * 1024));
+    let _ = c.write_lossy(endless.as_bytes()).await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 431, "{}", r.head);
+    assert_eq!(r.header("connection"), Some("close"));
+
+    let mut c = Conn::open(gw.addr).await;
+    c.write(b"GET / HTTP/1.1\r\nBad Name: v\r\n\r\n").await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 400, "{}", r.head);
+    assert!(c.closed_within(VERDICT).await);
+    assert!(fake.received().is_empty());
+}
