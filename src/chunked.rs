@@ -227,8 +227,13 @@ fn chunk_size(line: &[u8]) -> Result<u64, &'static str> {
     let (size, digits) = hex_prefix(line)
         .filter(|&(_, digits)| digits > 0)
         .ok_or("invalid chunk size")?;
-    let rest = line[digits..].trim_ascii_start();
-    if !rest.is_empty() && rest[0] != b';' {
+    // Then only optional whitespace (space, tab) and extensions, with no bare CR in them.
+    let rest = &line[digits..];
+    let rest = &rest[rest
+        .iter()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count()..];
+    if !rest.is_empty() && rest[0] != b';' || memchr::memchr(b'\r', rest).is_some() {
         return Err("invalid chunk size");
     }
     Ok(size)
@@ -413,6 +418,10 @@ mod tests {
             (b";ext\r\n", None),
             (b"g\r\n", None),
             (b"1 x\r\n", None),
+            (b"1\t \r\n", Some(1)),
+            (b"5\r\r\n", None),
+            (b"5\x0c\r\n", None),
+            (b"5;a\rb\r\n", None),
             (b"1", None),
         ];
         for (line, size) in cases {

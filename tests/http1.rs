@@ -154,3 +154,59 @@ async fn a_head_over_the_limit_gets_431_and_a_bad_one_400() {
     assert!(c.closed_within(VERDICT).await);
     assert!(fake.received().is_empty());
 }
+
+#[tokio::test]
+async fn a_request_with_another_behind_it_survives_the_clients_half_close() {
+    // A client that sent its requests and shut its side down: the one answered first is
+    // not taken for a client that left, since the next is already there. (The last one
+    // is: with nothing behind it, a closed side is how a client that leaves looks.)
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    let both = format!("{}{}", post("1.1", "", CLEAN), post("1.1", "", CLEAN));
+    c.write(both.as_bytes()).await;
+    tokio::io::AsyncWriteExt::shutdown(&mut c.stream)
+        .await
+        .unwrap();
+    assert_eq!(c.response().await.unwrap().status, 200);
+    assert!(c.closed_within(VERDICT).await);
+    assert!(!fake.received().is_empty());
+}
+
+#[tokio::test]
+async fn a_drain_closes_idle_connections_and_lets_the_request_in_flight_finish() {
+    let hold = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let fake = FakeVllm::start_with(FakeOpts {
+        hold: Some(hold.clone()),
+        ..Default::default()
+    })
+    .await;
+    let gw = gateway("[gate]\ndefault = \"reject\"\n", &fake).await;
+    // Idle keep-alive connections (handed to the worker threads in turn, so some share a
+    // thread with the next one), then a request the upstream holds.
+    hold.add_permits(1);
+    let mut idle = Vec::new();
+    for _ in 0..8 {
+        let mut c = Conn::open(gw.addr).await;
+        c.write(post("1.1", "", CLEAN).as_bytes()).await;
+        assert_eq!(c.response().await.unwrap().status, 200);
+        idle.push(c);
+    }
+    assert_eq!(hold.forget_permits(1), 1);
+    let mut busy = Conn::open(gw.addr).await;
+    busy.write(post("1.1", "", CLEAN).as_bytes()).await;
+    let upstream = &fake;
+    eventually("the upstream to hold the request", || async move {
+        upstream.received().len() == 9
+    })
+    .await;
+    gw.shutdown_handle().shutdown();
+    for c in &mut idle {
+        assert!(c.closed_within(VERDICT).await, "the idle ones close");
+    }
+    hold.add_permits(1);
+    let r = busy.response().await.unwrap();
+    assert_eq!(r.status, 200, "the request in flight is answered");
+    assert_eq!(r.header("connection"), Some("close"), "{}", r.head);
+    assert!(busy.closed_within(VERDICT).await);
+    gw.wait().await;
+}

@@ -5,6 +5,10 @@
 //! connection loop, which reads heads and watches for the client leaving, and the request's
 //! [`RequestBody`], which reads the body as the gateway asks for it. A body that arrived
 //! with its head is split off the buffer without a copy.
+//!
+//! Both are polled by the connection's task, and only while the request is being answered:
+//! the body waits for the loop to send `100 Continue`, and a body kept past its request
+//! reads nothing more (each request is numbered).
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -55,6 +59,8 @@ pub(super) struct Reading {
     pub(super) expect: Continue,
     /// The client closed its side (or the read failed).
     pub(super) eof: bool,
+    /// The number of the current request on the connection.
+    pub(super) request: u64,
 }
 
 /// The read side, shared by the connection loop and the current request's body.
@@ -68,6 +74,7 @@ impl Shared {
             body: Remaining::Done,
             expect: Continue::No,
             eof: false,
+            request: 0,
         })))
     }
 
@@ -95,8 +102,10 @@ impl Reading {
     }
 
     /// While a request is being answered: reads what the client sends meanwhile (the next
-    /// pipelined request) and tells whether it has left. Stops reading once `MAX_BUFFERED`
-    /// bytes wait; a body still being read is the body's to read.
+    /// pipelined request) and tells whether it has left: closed its side with nothing
+    /// pipelined (a client that sent its requests and then shut its side down is answered).
+    /// Stops reading once `MAX_BUFFERED` bytes wait; a body still being read is the body's
+    /// to read.
     pub(super) fn poll_gone(&mut self, cx: &mut Context<'_>) -> bool {
         if !matches!(self.body, Remaining::Done | Remaining::Broken) {
             return false;
@@ -104,11 +113,17 @@ impl Reading {
         while self.buf.len() < MAX_BUFFERED {
             match self.poll_fill(cx, READ_SIZE) {
                 Poll::Ready(true) => {}
-                Poll::Ready(false) => return true,
+                Poll::Ready(false) => return self.buf.is_empty(),
                 Poll::Pending => return false,
             }
         }
         false
+    }
+
+    /// Makes the connection's close a reset, for a client that can only learn from it that
+    /// the body it was sent was cut short (one delimited by the close).
+    pub(super) fn reset_on_close(&self) {
+        let _ = self.io.as_ref().set_zero_linger();
     }
 
     /// Takes the rest of the body off the buffer if all of it is there already, so that the
@@ -159,15 +174,18 @@ pub enum BodyError {
 /// The body of the request being served, read from the connection as it is polled.
 pub(super) struct RequestBody {
     shared: Arc<Shared>,
-    /// The declared length, for the size hint.
+    /// The request's number on the connection.
+    request: u64,
+    /// The declared length.
     length: Option<u64>,
     ended: bool,
 }
 
 impl RequestBody {
-    pub(super) fn new(shared: Arc<Shared>, length: Option<u64>) -> Self {
+    pub(super) fn new(shared: Arc<Shared>, request: u64, length: Option<u64>) -> Self {
         RequestBody {
             shared,
+            request,
             length,
             ended: false,
         }
@@ -186,7 +204,13 @@ impl http_body::Body for RequestBody {
         if this.ended {
             return Poll::Ready(None);
         }
-        let polled = poll_body(&mut this.shared.lock(), cx);
+        let mut r = this.shared.lock();
+        if r.request != this.request {
+            // Kept past its request: what follows on the connection is not its to read.
+            this.ended = true;
+            return Poll::Ready(Some(Err(BodyError::Closed)));
+        }
+        let polled = poll_body(&mut r, cx);
         if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
             this.ended = true;
         }
@@ -197,10 +221,18 @@ impl http_body::Body for RequestBody {
         self.ended || self.length == Some(0)
     }
 
+    /// What is left: the declared length less what was taken, when there is one.
     fn size_hint(&self) -> SizeHint {
-        match self.length {
-            Some(n) => SizeHint::with_exact(n),
-            None => SizeHint::default(),
+        if self.ended {
+            return SizeHint::with_exact(0);
+        }
+        let r = self.shared.lock();
+        match r.body {
+            Remaining::Length(left) if r.request == self.request => SizeHint::with_exact(left),
+            _ => match self.length {
+                Some(_) => SizeHint::with_exact(0),
+                None => SizeHint::default(),
+            },
         }
     }
 }

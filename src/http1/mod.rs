@@ -24,7 +24,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::Body;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -58,10 +58,10 @@ pub async fn serve(
     let shared = Shared::new(read);
     let mut out = Out::default();
     let mut fields = Fields::default();
+    let stopping = drain.clone();
     let mut draining = pin!(async move {
         let _ = drain.wait_for(|d| *d).await;
     });
-    let mut drained = false;
     // One timer for the connection's life, moved only when it fires early.
     let mut wait_began = opened;
     let mut timer = pin!(tokio::time::sleep_until(wait_began + header_timeout));
@@ -90,10 +90,8 @@ pub async fn serve(
                     Poll::Pending => break,
                 }
             }
-            if r.buf.is_empty() && !drained && draining.as_mut().poll(cx).is_ready() {
-                drained = true;
-            }
-            if drained && r.buf.is_empty() {
+            // No whole head is waiting: a drain closes the connection now.
+            if draining.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Ok(None));
             }
             while timer.as_mut().poll(cx).is_ready() {
@@ -118,7 +116,7 @@ pub async fn serve(
         let asked = Asked {
             version: head.request.version(),
             head: head.request.method() == http::Method::HEAD,
-            keep_alive: head.keep_alive && !drained,
+            keep_alive: head.keep_alive,
         };
         let body = {
             let mut r = shared.lock();
@@ -133,14 +131,15 @@ pub async fn serve(
                 Framing::Chunked => (Remaining::Chunked(Default::default()), None),
             };
             r.body = remaining;
+            r.request += 1;
             match head.framing {
                 Framing::Empty => Body::empty(),
-                _ => Body::new(RequestBody::new(shared.clone(), length)),
+                _ => Body::new(RequestBody::new(shared.clone(), r.request, length)),
             }
         };
         let gateway = live.gateway();
         let answer = pin!(gateway.handle(head.request.map(|()| body), &conn));
-        let Some(res) = answer_or_gone(answer, &shared, &io).await else {
+        let Some(res) = answer_or_gone(answer, &shared, &mut io).await else {
             // The client left (or `100 Continue` could not be sent): the request is dropped.
             return;
         };
@@ -152,7 +151,7 @@ pub async fn serve(
             r.body_done()
         };
         let asked = Asked {
-            keep_alive: asked.keep_alive && body_done,
+            keep_alive: asked.keep_alive && body_done && !*stopping.borrow(),
             ..asked
         };
         match write::respond(&mut io, &mut out, &shared, res, asked).await {
@@ -169,20 +168,25 @@ pub async fn serve(
 async fn answer_or_gone<F: Future<Output = http::Response<Body>>>(
     mut answer: Pin<&mut F>,
     shared: &Shared,
-    io: &OwnedWriteHalf,
+    io: &mut OwnedWriteHalf,
 ) -> Option<http::Response<Body>> {
+    let mut sent = 0;
     poll_fn(|cx| {
         if let Poll::Ready(res) = answer.as_mut().poll(cx) {
             return Poll::Ready(Some(res));
         }
         let mut r = shared.lock();
-        if r.expect == Continue::Wanted {
-            // Nothing else is being written now, so the socket takes these few bytes.
-            if io.try_write(write::CONTINUE).ok() != Some(write::CONTINUE.len()) {
-                return Poll::Ready(None);
+        // Nothing else is written while a request is answered.
+        while r.expect == Continue::Wanted {
+            match Pin::new(&mut *io).poll_write(cx, &write::CONTINUE[sent..]) {
+                Poll::Ready(Ok(n)) if n > 0 => sent += n,
+                Poll::Ready(_) => return Poll::Ready(None),
+                Poll::Pending => break,
             }
-            r.expect = Continue::No;
-            cx.waker().wake_by_ref();
+            if sent == write::CONTINUE.len() {
+                r.expect = Continue::No;
+                cx.waker().wake_by_ref();
+            }
         }
         if r.poll_gone(cx) {
             return Poll::Ready(None);

@@ -126,7 +126,8 @@ pub(super) async fn respond(
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
-    let framing = match body.size_hint().exact() {
+    let exact = body.size_hint().exact();
+    let framing = match exact {
         _ if bodiless => Framing::None,
         Some(n) => Framing::Length(n),
         None if asked.version == Version::HTTP_10 => Framing::Close,
@@ -153,10 +154,16 @@ pub(super) async fn respond(
         }
         field(out, name.as_str().as_bytes(), value.as_bytes());
     }
-    match framing {
-        Framing::Length(n) => field(out, b"content-length", itoa(n, &mut [0; 20])),
-        Framing::Chunked => field(out, b"transfer-encoding", b"chunked"),
-        Framing::None | Framing::Close => {}
+    // A HEAD answer made here says the length of the body it stands for (one from the
+    // upstream keeps the upstream's field, and an empty body there says nothing).
+    let head_length = exact
+        .filter(|&n| n > 0 && asked.head && !parts.headers.contains_key(header::CONTENT_LENGTH));
+    match (framing, head_length) {
+        (Framing::Length(n), _) | (Framing::None, Some(n)) => {
+            field(out, b"content-length", itoa(n, &mut [0; 20]));
+        }
+        (Framing::Chunked, _) => field(out, b"transfer-encoding", b"chunked"),
+        _ => {}
     }
     if !parts.headers.contains_key(header::DATE) {
         field(out, b"date", &date());
@@ -167,6 +174,8 @@ pub(super) async fn respond(
         (true, _) => {}
     }
     out.put(b"\r\n");
+    // The fields may hold the upstream's read buffer: let it go before the body streams.
+    drop(parts);
 
     if framing == Framing::None {
         out.flush(io).await.map_err(drop)?;
@@ -198,10 +207,14 @@ pub(super) async fn respond(
         };
         let frame = match frame {
             Some(Ok(frame)) => frame,
-            // A body that failed midway: the client can only learn it from a connection
-            // closed before the body's end.
+            // A body that failed midway: the client learns it from a connection closed
+            // before the body's end (a chunked body without its last chunk, fewer bytes
+            // than the length), and when the close is the end, from a reset.
             Some(Err(_)) => {
                 out.flush(io).await.map_err(drop)?;
+                if framing == Framing::Close {
+                    shared.lock().reset_on_close();
+                }
                 return Err(());
             }
             None => {
