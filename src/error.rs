@@ -318,7 +318,8 @@ impl GateError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         if matches!(self, GateError::AmbiguousFraming) {
-            // hyper closes the connection after this response anyway (RFC 9112 §6.3).
+            // The connection closes after this response (RFC 9112 §6.3): the server sees
+            // this field (hyper would close it anyway).
             res.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }

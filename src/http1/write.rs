@@ -135,15 +135,7 @@ pub(super) async fn respond(
     };
     keep_alive &= framing != Framing::Close;
 
-    out.put(if asked.version == Version::HTTP_10 {
-        b"HTTP/1.0 "
-    } else {
-        b"HTTP/1.1 "
-    });
-    out.put(status.as_str().as_bytes());
-    out.put(b" ");
-    out.put(status.canonical_reason().unwrap_or("").as_bytes());
-    out.put(b"\r\n");
+    status_line(out, asked.version, status);
     for (name, value) in &parts.headers {
         let framing_field = *name == header::CONTENT_LENGTH || *name == header::TRANSFER_ENCODING;
         // A HEAD response keeps the length of the body it stands for.
@@ -255,11 +247,7 @@ pub(super) async fn respond(
 
 /// Writes a bodiless response that refuses a request head, and says the connection closes.
 pub(super) async fn refuse(io: &mut OwnedWriteHalf, out: &mut Out, status: StatusCode) {
-    out.put(b"HTTP/1.1 ");
-    out.put(status.as_str().as_bytes());
-    out.put(b" ");
-    out.put(status.canonical_reason().unwrap_or("").as_bytes());
-    out.put(b"\r\n");
+    status_line(out, Version::HTTP_11, status);
     field(out, b"content-length", b"0");
     field(out, b"date", &date());
     field(out, b"connection", b"close");
@@ -269,6 +257,18 @@ pub(super) async fn refuse(io: &mut OwnedWriteHalf, out: &mut Out, status: Statu
 
 /// The `100 Continue` interim response.
 pub(super) const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+fn status_line(out: &mut Out, version: Version, status: StatusCode) {
+    out.put(if version == Version::HTTP_10 {
+        b"HTTP/1.0 "
+    } else {
+        b"HTTP/1.1 "
+    });
+    out.put(status.as_str().as_bytes());
+    out.put(b" ");
+    out.put(status.canonical_reason().unwrap_or("").as_bytes());
+    out.put(b"\r\n");
+}
 
 fn field(out: &mut Out, name: &[u8], value: &[u8]) {
     out.put(name);
@@ -339,16 +339,7 @@ fn http_date(secs: u64) -> [u8; 29] {
     ];
     let days = secs / 86_400;
     let of_day = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
+    let (year, month, day) = crate::record::civil_from_days(days);
     let mut out = *b"Thu, 01 Jan 1970 00:00:00 GMT";
     let two = |out: &mut [u8; 29], at: usize, v: u64| {
         out[at] = b'0' + (v / 10 % 10) as u8;
