@@ -210,3 +210,21 @@ async fn a_drain_closes_idle_connections_and_lets_the_request_in_flight_finish()
     assert!(busy.closed_within(VERDICT).await);
     gw.wait().await;
 }
+
+#[tokio::test]
+async fn expect_100_continue_on_a_streamed_route_sends_continue_then_forwards_the_body() {
+    // An ungated route streams the body to the upstream as it comes: the upstream client
+    // asks for the body, `100 Continue` goes out, and the body follows through.
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    let body = r#"{"file":"abc"}"#;
+    let h = head(
+        "/v1/audio/transcriptions",
+        &format!("Expect: 100-continue\r\nContent-Length: {}\r\n", body.len()),
+    );
+    c.write(h.as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 100);
+    c.write(body.as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 200);
+    assert_eq!(fake.received()[0].body, bytes::Bytes::from(body));
+}
