@@ -244,13 +244,17 @@ async fn work(
             let served = match tls {
                 None => {
                     // A connection that never sends a byte is closed here, before any
-                    // per-connection state is built for it (slowloris).
+                    // per-connection state is built for it (slowloris), or at a drain.
                     let mut first = [0u8; H2_PREFACE.len()];
-                    let h2 =
-                        match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
-                            Ok(Ok(n)) if n > 0 => may_be_http2(&first[..n]),
-                            _ => return,
-                        };
+                    let mut drained = drain_one.clone();
+                    let peeked = tokio::select! {
+                        p = tokio::time::timeout(header_timeout, stream.peek(&mut first)) => p,
+                        _ = drained.wait_for(|d| *d) => return,
+                    };
+                    let h2 = match peeked {
+                        Ok(Ok(n)) if n > 0 => may_be_http2(&first[..n]),
+                        _ => return,
+                    };
                     if !h2 {
                         let conn = Arc::new(ConnInfo::new(next_id(), remote, local, None));
                         let timeout = (opened, header_timeout);

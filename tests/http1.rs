@@ -191,6 +191,11 @@ async fn a_drain_closes_idle_connections_and_lets_the_request_in_flight_finish()
         assert_eq!(c.response().await.unwrap().status, 200);
         idle.push(c);
     }
+    // And connections that have not sent a byte yet.
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(Conn::open(gw.addr).await);
+    }
     assert_eq!(hold.forget_permits(1), 1);
     let mut busy = Conn::open(gw.addr).await;
     busy.write(post("1.1", "", CLEAN).as_bytes()).await;
@@ -200,7 +205,7 @@ async fn a_drain_closes_idle_connections_and_lets_the_request_in_flight_finish()
     })
     .await;
     gw.shutdown_handle().shutdown();
-    for c in &mut idle {
+    for c in idle.iter_mut().chain(&mut silent) {
         assert!(c.closed_within(VERDICT).await, "the idle ones close");
     }
     hold.add_permits(1);
