@@ -4,7 +4,7 @@
 //!
 //! It exists for cost: hyper's server, with its per-request channel and dispatch, was the
 //! largest part of a request that mmgate forwards without reading. What a client can
-//! observe is what hyper's server did: the same refusals of bad heads ([`head`]), pipelined
+//! observe is what hyper's server did: the same refusals of bad heads (`head.rs`), pipelined
 //! requests answered in order, `100 Continue` sent when the body is first asked for, a
 //! client that leaves cancelling its request (the gateway's future is dropped), the header
 //! timeout (from the connection's start or the last response's end until a head is whole,

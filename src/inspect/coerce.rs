@@ -14,7 +14,7 @@
 //!
 //! A string with a lone surrogate is refused by all three (pydantic cannot read it as
 //! text); its bytes are never white space, digits or letters, so the grammars refuse it.
-//! Strings over 64 bytes as written are not classified (see [`MAX_SCALAR_TEXT`]).
+//! Strings over 64 bytes as written are not classified (see `MAX_SCALAR_TEXT`).
 
 use super::scan::{self, Kind};
 
