@@ -62,3 +62,4 @@ pub mod rewrite;
 pub mod server;
 pub mod tls;
 pub mod upstream;
+mod vectored;

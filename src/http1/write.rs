@@ -10,7 +10,6 @@
 
 use std::cell::Cell;
 use std::future::poll_fn;
-use std::io::IoSlice;
 use std::task::Poll;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -18,7 +17,6 @@ use axum::body::Body;
 use bytes::{Bytes, BytesMut};
 use http::{header, Response, StatusCode, Version};
 use http_body::Body as _;
-use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 
 use super::body::Shared;
@@ -80,26 +78,7 @@ impl Out {
     /// Writes everything gathered, with as few system calls as it takes.
     pub(super) async fn flush(&mut self, io: &mut OwnedWriteHalf) -> std::io::Result<()> {
         self.seal();
-        let mut inline = [IoSlice::new(&[]); 16];
-        let mut spilled = Vec::new();
-        let slices = if self.pending.len() <= inline.len() {
-            for (slot, b) in inline.iter_mut().zip(&self.pending) {
-                *slot = IoSlice::new(b);
-            }
-            &mut inline[..self.pending.len()]
-        } else {
-            spilled.extend(self.pending.iter().map(|b| IoSlice::new(b)));
-            &mut spilled[..]
-        };
-        let mut left = slices;
-        while !left.is_empty() {
-            let n = io.write_vectored(left).await?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
-            }
-            IoSlice::advance_slices(&mut left, n);
-        }
-        self.pending.clear();
+        crate::vectored::write_all(io, &mut self.pending).await?;
         self.len = 0;
         Ok(())
     }

@@ -10,7 +10,6 @@
 //! The connection can take another request when the response has ended cleanly, nothing
 //! follows it, and neither side asked to close.
 
-use std::io::IoSlice;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll, Waker};
 
@@ -25,6 +24,7 @@ use tokio::net::TcpStream;
 use tokio_util::either::Either;
 
 use crate::chunked::{Chunked, Step};
+use crate::vectored::write_all;
 
 /// The longest response head accepted.
 const MAX_HEAD: usize = 64 << 10;
@@ -533,23 +533,6 @@ fn bodiless(method: &Method) -> bool {
         *method,
         Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS | Method::TRACE
     )
-}
-
-/// Writes every buffer in `out` (then empties it), with as few system calls as it takes.
-async fn write_all(io: &mut Stream, out: &mut Vec<Bytes>) -> std::io::Result<()> {
-    {
-        let mut slices: Vec<IoSlice<'_>> = out.iter().map(|b| IoSlice::new(b)).collect();
-        let mut left = &mut slices[..];
-        while !left.is_empty() {
-            let n = io.write_vectored(left).await?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
-            }
-            IoSlice::advance_slices(&mut left, n);
-        }
-    }
-    out.clear();
-    Ok(())
 }
 
 /// Reads what has arrived into the spare capacity of `buf`.
