@@ -232,7 +232,7 @@ async fn work(
             }
         };
         let watcher = graceful.watcher();
-        let (live, builder, drain_one) = (live.clone(), builder.clone(), drain_one.clone());
+        let (live, builder, mut drain_one) = (live.clone(), builder.clone(), drain_one.clone());
         tasks.spawn(async move {
             let opened = tokio::time::Instant::now();
             // The policy in force when the connection opened.
@@ -246,10 +246,9 @@ async fn work(
                     // A connection that never sends a byte is closed here, before any
                     // per-connection state is built for it (slowloris), or at a drain.
                     let mut first = [0u8; H2_PREFACE.len()];
-                    let mut drained = drain_one.clone();
                     let peeked = tokio::select! {
                         p = tokio::time::timeout(header_timeout, stream.peek(&mut first)) => p,
-                        _ = drained.wait_for(|d| *d) => return,
+                        _ = drain_one.wait_for(|d| *d) => return,
                     };
                     let h2 = match peeked {
                         Ok(Ok(n)) if n > 0 => may_be_http2(&first[..n]),

@@ -176,17 +176,14 @@ pub(super) struct RequestBody {
     shared: Arc<Shared>,
     /// The request's number on the connection.
     request: u64,
-    /// The declared length.
-    length: Option<u64>,
     ended: bool,
 }
 
 impl RequestBody {
-    pub(super) fn new(shared: Arc<Shared>, request: u64, length: Option<u64>) -> Self {
+    pub(super) fn new(shared: Arc<Shared>, request: u64) -> Self {
         RequestBody {
             shared,
             request,
-            length,
             ended: false,
         }
     }
@@ -218,21 +215,17 @@ impl http_body::Body for RequestBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.ended || self.length == Some(0)
+        self.ended
     }
 
     /// What is left: the declared length less what was taken, when there is one.
     fn size_hint(&self) -> SizeHint {
-        if self.ended {
-            return SizeHint::with_exact(0);
-        }
         let r = self.shared.lock();
         match r.body {
-            Remaining::Length(left) if r.request == self.request => SizeHint::with_exact(left),
-            _ => match self.length {
-                Some(_) => SizeHint::with_exact(0),
-                None => SizeHint::default(),
-            },
+            _ if self.ended || r.request != self.request => SizeHint::with_exact(0),
+            Remaining::Length(left) => SizeHint::with_exact(left),
+            Remaining::Done => SizeHint::with_exact(0),
+            Remaining::Chunked(_) | Remaining::Broken => SizeHint::default(),
         }
     }
 }

@@ -113,11 +113,8 @@ pub async fn serve(
         };
 
         // Hand the request to the gateway; its body is read from the connection.
-        let asked = Asked {
-            version: head.request.version(),
-            head: head.request.method() == http::Method::HEAD,
-            keep_alive: head.keep_alive,
-        };
+        let version = head.request.version();
+        let is_head = head.request.method() == http::Method::HEAD;
         let body = {
             let mut r = shared.lock();
             r.expect = if head.expect_continue && head.framing != Framing::Empty {
@@ -125,16 +122,15 @@ pub async fn serve(
             } else {
                 Continue::No
             };
-            let (remaining, length) = match head.framing {
-                Framing::Empty => (Remaining::Done, None),
-                Framing::Length(n) => (Remaining::Length(n), Some(n)),
-                Framing::Chunked => (Remaining::Chunked(Default::default()), None),
+            r.body = match head.framing {
+                Framing::Empty => Remaining::Done,
+                Framing::Length(n) => Remaining::Length(n),
+                Framing::Chunked => Remaining::Chunked(Default::default()),
             };
-            r.body = remaining;
             r.request += 1;
             match head.framing {
                 Framing::Empty => Body::empty(),
-                _ => Body::new(RequestBody::new(shared.clone(), r.request, length)),
+                _ => Body::new(RequestBody::new(shared.clone(), r.request)),
             }
         };
         let gateway = live.gateway();
@@ -151,8 +147,9 @@ pub async fn serve(
             r.body_done()
         };
         let asked = Asked {
-            keep_alive: asked.keep_alive && body_done && !*stopping.borrow(),
-            ..asked
+            version,
+            head: is_head,
+            keep_alive: head.keep_alive && body_done && !*stopping.borrow(),
         };
         match write::respond(&mut io, &mut out, &shared, res, asked).await {
             Ok(true) => wait_began = Instant::now(),

@@ -145,8 +145,6 @@ pub(super) async fn respond(
         (true, _) => {}
     }
     out.put(b"\r\n");
-    // The fields may hold the upstream's read buffer: let it go before the body streams.
-    drop(parts);
 
     if framing == Framing::None {
         out.flush(io).await.map_err(drop)?;

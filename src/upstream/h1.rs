@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll, Waker};
 
 use axum::body::Body;
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::{Body as _, Frame, SizeHint};
@@ -53,9 +53,6 @@ pub(super) type Stream = Either<TcpStream, Box<tokio_rustls::client::TlsStream<T
 pub(super) struct Conn {
     io: Stream,
     buf: BytesMut,
-    /// A response head's field names and where their values lie in it, kept from one head
-    /// to the next.
-    fields: Vec<(HeaderName, (usize, usize))>,
 }
 
 impl Conn {
@@ -64,7 +61,6 @@ impl Conn {
         Conn {
             io,
             buf: BytesMut::with_capacity(READ_SIZE),
-            fields: Vec::new(),
         }
     }
 
@@ -229,24 +225,17 @@ impl Conn {
             let status = StatusCode::from_u16(code)
                 .map_err(|_| protocol(format!("invalid status code {code}")))?;
             let http10 = parsed.version == Some(0);
-            // Names now; values as slices of the head once it is off the buffer (no copy).
-            let base = self.buf.as_ptr() as usize;
-            self.fields.clear();
+            let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+            let mut present = Present::default();
             for f in parsed.headers.iter() {
                 let name = HeaderName::from_bytes(f.name.as_bytes())
                     .map_err(|_| protocol(format!("invalid header name {:?}", f.name)))?;
-                let at = f.value.as_ptr() as usize - base;
-                self.fields.push((name, (at, f.value.len())));
-            }
-            let head = self.buf.split_to(len).freeze();
-            let mut headers = HeaderMap::with_capacity(self.fields.len());
-            let mut present = Present::default();
-            for (name, (at, n)) in self.fields.drain(..) {
-                let value = HeaderValue::from_maybe_shared(head.slice(at..at + n))
+                let value = HeaderValue::from_bytes(f.value)
                     .map_err(|_| protocol(format!("invalid value of header {name}")))?;
                 present.note(&name);
                 headers.append(name, value);
             }
+            self.buf.advance(len);
             if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
                 continue;
             }
