@@ -56,7 +56,10 @@ VALUES = ['null','false','true','0','0.0','-0','-0.0','-0.0e-5','1e-400','2e-324
  '{"a":{},"a":1}','{"a":1,"a":{}}','{"image":null}','{"image":[]}','{ }','[ ]','0.000000000000000000000000001e-300',
  '1E-400','-1E+400','{"a":{"b":1},"c":{}}','"\\/"','{"image":{"a":{}}}', '1.0e-5', '0.0e99999999999999999999',
  '1e-99999999999999999999','{"a":-0}', '00', '01', '1.', '.5', '-', '+1', 'nan', 'inf', '-NaN', 'True', 'None']
-NAMES = ["mm_processor_kwargs", "media_io_kwargs", "stream_options", "stream", "prompt", "prompt_embeds", "input", "messages", "logprob_token_ids", "logprobs", "top_logprobs", "prompt_logprobs", "continue_final_message", "add_generation_prompt", "use_beam_search"]
+# List elements of each kind, for the declared element types of list fields.
+VALUES += ['[null]', '["a"]', '[1.5]', '["1"]', '[true]', '[NaN]', '[1,"a"]', '[{"role":"user","content":"x"}]', '[[1]]']
+NAMES = ["mm_processor_kwargs", "media_io_kwargs", "stream_options", "stream", "prompt", "prompt_embeds", "input", "messages", "logprob_token_ids", "logprobs", "top_logprobs", "prompt_logprobs", "continue_final_message", "add_generation_prompt", "use_beam_search",
+         "stop", "stop_token_ids", "bad_words", "allowed_token_ids", "documents", "tools", "include"]
 WS = [""," ","  ","\n","\t","\r\n"," \n\t"]
 def spell(rng, name):
     out = []

@@ -9,6 +9,7 @@ For a route whose body is a union of models there is one table per model: pydant
 the body only when every model refuses it.
 """
 import importlib
+import sys
 import types
 import typing
 
@@ -86,6 +87,106 @@ def bounds(info, ann):
     return (lo if lo is not None else -(2**127), hi if hi is not None else 2**127 - 1)
 
 
+# JSON kinds, as `inspect::KindSet` names them; NOT_INT: a number or string that pydantic's
+# `int` refuses (`1.5`, `"a"`), which an element type other than `int` may accept.
+KINDS = ["NULL", "BOOL", "NUMBER", "NON_FINITE", "STR", "ARRAY", "OBJECT", "NOT_INT"]
+# Validators that vLLM 0.31 runs on list elements and that return a value of another kind than
+# an object unchanged (read in its source): they leave the element's kind to its type.
+PASS_THROUGH = {"__log_extra_fields__", "_default_input_image_details"}
+# Values of each kind that an element type refusing the kind must refuse (checked below).
+SAMPLES = {
+    "NULL": [None],
+    "BOOL": [True, False],
+    "NUMBER": [0, 1, -1, 2, 1.0, 0.5, -1.5, 10**30, 1e300],
+    "NON_FINITE": [float("nan"), float("inf"), float("-inf")],
+    "STR": ["", "x", "0", "1", "1.5", "true", "user", "function"],
+    "ARRAY": [[], [1], ["x"], [{}], [[1]]],
+    "OBJECT": [{}, {"a": 1}, {"role": "user", "content": "x"}, {"type": "function", "function": {"name": "f"}}],
+    "NOT_INT": [0.5, -1.5, 1e-5, "a", "1.5", "x", ""],
+}
+
+
+def accepts(x):
+    """The JSON kinds of which pydantic's lax mode may accept a value as type `x` (the body
+    is `json.loads` output): every kind when the type does not decide it."""
+    import typing_extensions
+
+    every = set(KINDS)
+    o = typing.get_origin(x)
+    if x is None or x is type(None):
+        return {"NULL"}
+    if o is typing.Annotated:
+        return accepts(typing.get_args(x)[0]) if transparent(x) else every
+    if o in (typing.Union, types.UnionType):
+        return set().union(*(accepts(a) for a in typing.get_args(x)))
+    if o is typing.Literal:
+        return {"STR", "NOT_INT"} if all(isinstance(v, str) for v in typing.get_args(x)) else every
+    if x is int:
+        return {"BOOL", "NUMBER", "STR"}
+    if x is bool:
+        return {"BOOL", "NUMBER", "STR", "NOT_INT"}
+    if x is float:
+        return {"BOOL", "NUMBER", "NON_FINITE", "STR", "NOT_INT"}
+    if x in (str, bytes):
+        return {"STR", "NOT_INT"}
+    if (o or x) in (list, tuple, set, frozenset):
+        return {"ARRAY"}
+    if (o or x) is dict or typing_extensions.is_typeddict(x):
+        return {"OBJECT"}
+    if isinstance(x, type) and issubclass(x, pydantic.BaseModel):
+        raw = [
+            n for n, d in x.__pydantic_decorators__.model_validators.items()
+            if d.info.mode != "after" and n not in PASS_THROUGH
+        ]
+        return every if raw else {"OBJECT"}
+    return every
+
+
+def transparent(a):
+    """Whether an `Annotated` element type accepts the kinds of its inner type: its metadata
+    only constrain values, describe them for the OpenAI SDK (`PropertyInfo`, which pydantic
+    ignores), or validate them with a pass-through validator."""
+    import annotated_types
+
+    def harmless(m):
+        if isinstance(m, pydantic.fields.FieldInfo):
+            return all(isinstance(x, annotated_types.BaseMetadata) for x in m.metadata)
+        if type(m).__name__ == "PropertyInfo":
+            return True
+        if type(m).__name__ in ("BeforeValidator", "WrapValidator", "PlainValidator"):
+            return getattr(m.func, "__name__", "") in PASS_THROUGH
+        return isinstance(m, annotated_types.BaseMetadata)
+
+    return all(harmless(m) for m in a.__metadata__)
+
+
+def checked(x, kinds):
+    """`kinds` for element type `x`, after checking that pydantic refuses every sample value of
+    the other kinds (a type it cannot build is taken as accepting every kind)."""
+    if kinds == set(KINDS):
+        return kinds
+    try:
+        adapter = pydantic.TypeAdapter(x)
+    except Exception as e:  # an unresolved forward reference, say
+        print(f"// note: {x} not checked ({e.__class__.__name__}); every kind kept", file=sys.stderr)
+        return set(KINDS)
+    for kind in KINDS:
+        for v in SAMPLES[kind] if kind not in kinds else []:
+            try:
+                adapter.validate_python(v)
+            except pydantic.ValidationError:
+                continue
+            raise SystemExit(f"{x} accepts {v!r}, of kind {kind} that `accepts` says it refuses")
+    return kinds
+
+
+def kinds_expr(kinds):
+    if kinds == set(KINDS):
+        return "KindSet::ANY"
+    first, *rest = [k for k in KINDS if k in kinds]
+    return f"KindSet::{first}" + "".join(f".or(KindSet::{k})" for k in rest)
+
+
 def simple(ann):
     """The JSON-level types a field accepts (`None` when some of them cannot be told from
     the JSON kind alone), and whether it accepts null. A `Literal` of strings is a string
@@ -97,6 +198,7 @@ def simple(ann):
     nullable = len(non) < len(args)
     tys = []
     words = []
+    elements = None  # the kinds list elements may have, over every list type of the union
     for a in non:
         if typing.get_origin(a) is typing.Annotated:
             if not constraints_only(a):
@@ -116,11 +218,19 @@ def simple(ann):
             ty = "Dict"  # from JSON, a model is read from an object only
         if ty is None:
             return None, nullable
+        if ty == "List":
+            args = typing.get_args(a)
+            kinds = checked(args[0], accepts(args[0])) if args else set(KINDS)
+            elements = (elements or set()) | kinds
+            continue
         if ty not in tys:
             tys.append(ty)
+    if elements is not None:
+        tys.append(f"List({kinds_expr(elements)})")
     if words and "Str" not in tys:
         tys.append("Literal(&[" + ", ".join(f'"{w}"' for w in words) + "])")
-    key = lambda t: ORDER.index(t) if t in ORDER else ORDER.index("Str") + 0.5
+    base = lambda t: t.split("(")[0]
+    key = lambda t: ORDER.index(base(t)) if base(t) in ORDER else ORDER.index("Str") + 0.5
     return (sorted(tys, key=key) or None), nullable
 
 
@@ -205,7 +315,8 @@ print("//! before-validators mmgate reproduces, the top-level fields whose JSON 
 print("//! (`str`, `int`, `list[...]`, unions of them), and the required fields of other types")
 print("//! (`tys: &[]`: only their absence is certain); `range`: the inclusive bounds of a")
 print("//! number field (`Field(ge=..., le=...)`).\n")
-print("use super::types::{Check, FieldTy, ModelTy, Ty};\n")
+print("use super::types::{Check, FieldTy, ModelTy, Ty};")
+print("use crate::inspect::KindSet;\n")
 for const, paths in MODELS.items():
     print("#[rustfmt::skip]")
     print(f"pub(super) const {const}: &[ModelTy] = &[")

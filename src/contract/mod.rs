@@ -220,9 +220,9 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
         return Some(field_type("model", "a string", gated()));
     }
     // The batch route then validates each conversation as a chat request, built from the
-    // batch request's fields (extra ones included).
+    // batch request's fields (extra ones included) with the conversation as `messages`.
     if route == RouteKind::ChatBatch {
-        if let Some(field) = route_declared(RouteKind::Chat).rebuilt_refusal(f) {
+        if let Some(field) = route_declared(RouteKind::Chat).rebuilt_refusal(f, "messages") {
             return Some(field_type(field, "of the type vLLM declares", gated()));
         }
     }
@@ -557,6 +557,72 @@ mod tests {
                 Verdict::Invalid(Invalid::BeamSearchRender),
                 "{beam}"
             );
+        }
+    }
+
+    /// A list's elements are read as pydantic reads them (seen on the real server): an
+    /// element of a kind the declared element type never takes, or a number or string that
+    /// a list of `int` cannot take, is refused before the gate. (What an object element
+    /// holds is not judged: `messages: [{}]` is taken to reach the gate, which vLLM refuses.)
+    #[test]
+    fn list_elements_are_read_as_pydantic_reads_them() {
+        let up = UpstreamFacts::default();
+        let message = r#"{"role":"user","content":"x"}"#;
+        let chat = |member: &str| kwargs_body(&format!(r#""messages":[{message}],{member}"#));
+        let gate = Verdict::Reject(Field::MmProcessorKwargs);
+        for (route, body) in [
+            (RouteKind::Chat, kwargs_body(r#""messages":[1]"#)),
+            (
+                RouteKind::Chat,
+                kwargs_body(&format!(r#""messages":[{message},"hi"]"#)),
+            ),
+            (RouteKind::Chat, chat(r#""stop":[1]"#)),
+            (RouteKind::Chat, chat(r#""stop":["a",null]"#)),
+            (RouteKind::Chat, chat(r#""stop_token_ids":["a"]"#)),
+            (RouteKind::Chat, chat(r#""stop_token_ids":[1.5]"#)),
+            (RouteKind::Chat, chat(r#""allowed_token_ids":[1,[2]]"#)),
+            (RouteKind::Chat, chat(r#""tools":[true]"#)),
+            (RouteKind::Chat, chat(r#""documents":["d"]"#)),
+            (
+                RouteKind::ChatBatch,
+                kwargs_body(&format!(r#""messages":[{message}]"#)),
+            ),
+            (
+                RouteKind::Completions,
+                kwargs_body(r#""prompt":"p","bad_words":[NaN]"#),
+            ),
+            (RouteKind::Responses, kwargs_body(r#""input":[1]"#)),
+        ] {
+            let got = v(route, &body, &up);
+            assert!(
+                matches!(got, Verdict::Invalid(Invalid::FieldType { .. })),
+                "{body}: {got:?}"
+            );
+        }
+        for (route, body) in [
+            (RouteKind::Chat, chat(r#""stop":["a","1"]"#)),
+            (
+                RouteKind::Chat,
+                chat(r#""stop_token_ids":["1",true,2.0," 3 "]"#),
+            ),
+            (RouteKind::Chat, chat(r#""stop_token_ids":[]"#)),
+            (RouteKind::Chat, chat(r#""documents":[{"title":"t"}]"#)),
+            (
+                RouteKind::ChatBatch,
+                kwargs_body(&format!(r#""messages":[[{message}]]"#)),
+            ),
+            (RouteKind::Completions, kwargs_body(r#""prompt":[[1],[2]]"#)),
+            (
+                RouteKind::Responses,
+                kwargs_body(&format!(r#""input":[{message}]"#)),
+            ),
+            (RouteKind::Embeddings, kwargs_body(r#""input":["a","b"]"#)),
+            (
+                RouteKind::Rerank,
+                kwargs_body(r#""query":"q","documents":["d"]"#),
+            ),
+        ] {
+            assert_eq!(v(route, &body, &up), gate, "{body}");
         }
     }
 

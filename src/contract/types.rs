@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::inspect::{Field, Findings, Kind, Member, Read, Sign};
+use crate::inspect::{Field, Findings, Kind, KindSet, Member, Read, Sign};
 
 /// A simple declared type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +20,9 @@ pub(super) enum Ty {
     Str,
     /// `bytes`: from JSON a string that encodes as UTF-8 (no lone surrogate).
     Bytes,
-    List,
+    /// A list whose elements may be of these kinds (pydantic certainly refuses an element of
+    /// another kind; `KindSet::ANY` when the element type does not decide it).
+    List(KindSet),
     Dict,
     /// An object whose every value is an object (`dict[str, dict[...]]`); known for the
     /// gated fields, read as [`Ty::Dict`] for others.
@@ -170,7 +172,10 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
     let dict = matches!(ty, Ty::Dict | Ty::DictOfDicts);
     match m.kind {
         Kind::Null => true,
-        Kind::Array { .. } => ty != Ty::List,
+        Kind::Array { .. } => match ty {
+            Ty::List(accepted) => !m.elements.within(accepted),
+            _ => true,
+        },
         Kind::Object { .. } if ty == Ty::DictOfDicts => m
             .field
             .is_some_and(|g| findings.field(g).non_object_member.is_some()),
@@ -179,7 +184,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::Float => !m.coerce().float,
             Ty::Int => !m.coerce().int,
             Ty::Bool => m.coerce().bool.is_none(),
-            Ty::List | Ty::Dict | Ty::DictOfDicts => true,
+            Ty::List(_) | Ty::Dict | Ty::DictOfDicts => true,
             Ty::Str => false,
             Ty::Bytes => m.lone_surrogate() == Some(true),
             Ty::Literal(words) => m.is_one_of(words) == Some(false),
@@ -189,9 +194,9 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::Int => !m.coerce().int,
             Ty::Bool => m.coerce().bool.is_none(),
             Ty::Float => false,
-            Ty::Str | Ty::Bytes | Ty::List | Ty::Dict | Ty::DictOfDicts | Ty::Literal(_) => true,
+            Ty::Str | Ty::Bytes | Ty::List(_) | Ty::Dict | Ty::DictOfDicts | Ty::Literal(_) => true,
         },
-        Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::Bytes | Ty::List | Ty::Literal(_)),
+        Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::Bytes | Ty::List(_) | Ty::Literal(_)),
     }
 }
 
@@ -311,11 +316,17 @@ impl Declared {
     /// The first field the (first) model certainly refuses when it is rebuilt from another
     /// model's `model_dump(exclude_none=True)`, as vLLM's batch route builds each
     /// conversation's request: members that are null are gone, required fields were the
-    /// other model's to check, and only the types of the members left matter.
-    pub(super) fn rebuilt_refusal(&self, findings: &Findings) -> Option<&'static str> {
+    /// other model's to check, `replaced` is given another value (each conversation), and
+    /// only the types of the members left matter.
+    pub(super) fn rebuilt_refusal(
+        &self,
+        findings: &Findings,
+        replaced: &str,
+    ) -> Option<&'static str> {
         let model = self.models.first()?;
+        let replaced = model.position.get(replaced).copied();
         model
-            .first_mistyped(findings, true)
+            .first_mistyped(findings, true, replaced)
             .map(|i| model.fields[i].name)
     }
 }
@@ -350,15 +361,20 @@ impl Model {
         });
         missing
             .into_iter()
-            .chain(self.first_mistyped(findings, false))
+            .chain(self.first_mistyped(findings, false, None))
             .min()
             .map(|i| self.fields[i].name)
     }
 
     /// The first declared field (in declaration order) whose member pydantic certainly
     /// refuses, each member read as pydantic reads it (the last of duplicate keys); with
-    /// `skip_null`, a null member counts as absent.
-    fn first_mistyped(&self, findings: &Findings, skip_null: bool) -> Option<usize> {
+    /// `skip_null`, a null member counts as absent; the field `skip` is not checked.
+    fn first_mistyped(
+        &self,
+        findings: &Findings,
+        skip_null: bool,
+        skip: Option<usize>,
+    ) -> Option<usize> {
         let mut seen = [0u64; MAX_FIELDS / 64];
         let mut mistyped = None;
         for m in findings.members.iter().rev() {
@@ -370,7 +386,8 @@ impl Model {
                 continue;
             }
             seen[word] |= bit;
-            if !(skip_null && m.kind == Kind::Null)
+            if Some(i) != skip
+                && !(skip_null && m.kind == Kind::Null)
                 && certainly_invalid(&self.fields[i], m, findings)
                 && mistyped.is_none_or(|first| i < first)
             {

@@ -120,6 +120,58 @@ impl Kind {
     }
 }
 
+/// A set of JSON kinds, without their details: the kinds of an array's elements, or those
+/// a declared element type may accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KindSet(u8);
+
+impl KindSet {
+    /// No kind.
+    pub const NONE: KindSet = KindSet(0);
+    /// `null`
+    pub const NULL: KindSet = KindSet(1);
+    /// `true`, `false`
+    pub const BOOL: KindSet = KindSet(1 << 1);
+    /// Finite numbers.
+    pub const NUMBER: KindSet = KindSet(1 << 2);
+    /// `NaN`, `Infinity`, `-Infinity`
+    pub const NON_FINITE: KindSet = KindSet(1 << 3);
+    /// Strings.
+    pub const STR: KindSet = KindSet(1 << 4);
+    /// Arrays.
+    pub const ARRAY: KindSet = KindSet(1 << 5);
+    /// Objects.
+    pub const OBJECT: KindSet = KindSet(1 << 6);
+    /// Not a kind: a number or string that pydantic's `int` refuses (`1.5`, `"a"`). Found
+    /// beside `NUMBER` or `STR`; a declared element type other than `int` may accept it.
+    pub const NOT_INT: KindSet = KindSet(1 << 7);
+    /// Every kind.
+    pub const ANY: KindSet = KindSet(0xff);
+
+    /// Both sets.
+    pub const fn or(self, other: KindSet) -> KindSet {
+        KindSet(self.0 | other.0)
+    }
+
+    /// The set of one kind.
+    pub fn of(kind: Kind) -> KindSet {
+        match kind {
+            Kind::Null => KindSet::NULL,
+            Kind::Bool(_) => KindSet::BOOL,
+            Kind::Number { .. } => KindSet::NUMBER,
+            Kind::NonFinite => KindSet::NON_FINITE,
+            Kind::Str { .. } => KindSet::STR,
+            Kind::Array { .. } => KindSet::ARRAY,
+            Kind::Object { .. } => KindSet::OBJECT,
+        }
+    }
+
+    /// Whether every kind of this set is in `other`.
+    pub fn within(self, other: KindSet) -> bool {
+        self.0 & !other.0 == 0
+    }
+}
+
 /// A string token: the span of its contents (without quotes) in the text.
 #[derive(Debug, Clone, Copy)]
 pub struct StrSpan {
@@ -138,6 +190,7 @@ pub struct Scanner<'a> {
     pub pos: usize,
     max_depth: usize,
     stack: Vec<bool>,
+    inner: KindSet,
 }
 
 impl<'a> Scanner<'a> {
@@ -148,7 +201,14 @@ impl<'a> Scanner<'a> {
             pos: 0,
             max_depth,
             stack: Vec::new(),
+            inner: KindSet::NONE,
         }
+    }
+
+    /// The kinds of the elements of the array scanned last ([`Scanner::value`] or
+    /// [`Scanner::elements`]); for an object, of its member values.
+    pub fn inner(&self) -> KindSet {
+        self.inner
     }
 
     /// The text being scanned.
@@ -354,6 +414,7 @@ impl<'a> Scanner<'a> {
         let is_object = self.peek() == Some(b'{');
         self.stack.clear();
         let mut empty_outer = true;
+        let mut inner = KindSet::NONE;
         // Open the outer container, then loop: each iteration is "just opened" or "after value".
         let mut opened = true;
         self.enter(depth)?;
@@ -368,6 +429,7 @@ impl<'a> Scanner<'a> {
                     self.pos += 1;
                     self.stack.pop();
                     if self.stack.is_empty() {
+                        self.inner = KindSet::NONE;
                         return Ok(container_kind(is_object, true));
                     }
                     opened = false;
@@ -386,6 +448,7 @@ impl<'a> Scanner<'a> {
                         self.pos += 1;
                         self.stack.pop();
                         if self.stack.is_empty() {
+                            self.inner = inner;
                             return Ok(container_kind(is_object, empty_outer));
                         }
                         continue;
@@ -394,6 +457,7 @@ impl<'a> Scanner<'a> {
                         self.pos += 1;
                         self.stack.pop();
                         if self.stack.is_empty() {
+                            self.inner = inner;
                             return Ok(container_kind(is_object, empty_outer));
                         }
                         continue;
@@ -411,16 +475,27 @@ impl<'a> Scanner<'a> {
                 self.expect(b':', "Expecting ':' delimiter")?;
                 self.ws();
             }
+            let outer = self.stack.len() == 1;
             match self.peek() {
                 Some(c @ (b'{' | b'[')) => {
                     self.enter(depth + self.stack.len())?;
                     self.pos += 1;
                     self.stack.push(c == b'{');
                     opened = true;
+                    if outer {
+                        inner = inner.or(if c == b'{' {
+                            KindSet::OBJECT
+                        } else {
+                            KindSet::ARRAY
+                        });
+                    }
                 }
                 _ => {
-                    self.value(depth + self.stack.len())?;
+                    let kind = self.value(depth + self.stack.len())?;
                     opened = false;
+                    if outer {
+                        inner = inner.or(KindSet::of(kind));
+                    }
                 }
             }
         }
@@ -476,9 +551,12 @@ impl<'a> Scanner<'a> {
         self.ws();
         if self.peek() == Some(b']') {
             self.pos += 1;
+            self.inner = KindSet::NONE;
             return Ok(true);
         }
+        let mut inner = KindSet::NONE;
         loop {
+            inner = inner.or(self.kinds_at());
             on_element(self)?;
             self.ws();
             match self.peek() {
@@ -488,10 +566,28 @@ impl<'a> Scanner<'a> {
                 }
                 Some(b']') => {
                     self.pos += 1;
+                    self.inner = inner;
                     return Ok(false);
                 }
                 _ => return Err(self.err("Expecting ',' delimiter")),
             }
+        }
+    }
+}
+
+impl Scanner<'_> {
+    /// The kind of the value at the cursor, from its first bytes (none if it is not a value).
+    fn kinds_at(&self) -> KindSet {
+        match self.peek() {
+            Some(b'{') => KindSet::OBJECT,
+            Some(b'[') => KindSet::ARRAY,
+            Some(b'"') => KindSet::STR,
+            Some(b'n') => KindSet::NULL,
+            Some(b't' | b'f') => KindSet::BOOL,
+            Some(b'N' | b'I') => KindSet::NON_FINITE,
+            Some(b'-') if self.b.get(self.pos + 1) == Some(&b'I') => KindSet::NON_FINITE,
+            Some(b'-' | b'0'..=b'9') => KindSet::NUMBER,
+            _ => KindSet::NONE,
         }
     }
 }

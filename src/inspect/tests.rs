@@ -110,6 +110,47 @@ fn decoding_errors_win_over_syntax_errors_wherever_they_are() {
 
 /// Member names come back decoded, a lone surrogate (escaped or raw) as U+FFFD, each name
 /// whole and in body order.
+/// The kinds of a top-level array's own elements (not of what they hold), with `NOT_INT`
+/// for a number or string that pydantic's `int` refuses, looked for only among scalars.
+#[test]
+fn array_members_note_their_elements_kinds() {
+    let f = find(
+        r#"{"a":[1,"x",null,true,NaN,[{}],{"b":[]}],"b":[],"c":[1,"2",true,2.0," 3 "],"d":[1.5],"e":["a"],"f":[[1.5]],"g":{"h":[1]},"i":-Infinity}"#,
+    );
+    let elements = |name: &str| {
+        f.members
+            .iter()
+            .find(|m| f.name(m) == name)
+            .unwrap()
+            .elements
+    };
+    let k = |kinds: &[KindSet]| kinds.iter().fold(KindSet::NONE, |a, &b| a.or(b));
+    use KindSet as K;
+    let all = [
+        K::NUMBER,
+        K::STR,
+        K::NULL,
+        K::BOOL,
+        K::NON_FINITE,
+        K::ARRAY,
+        K::OBJECT,
+    ];
+    assert_eq!(elements("a"), k(&all));
+    assert_eq!(elements("b"), K::NONE);
+    assert_eq!(elements("c"), k(&[K::NUMBER, K::STR, K::BOOL]));
+    assert_eq!(elements("d"), k(&[K::NUMBER, K::NOT_INT]));
+    assert_eq!(elements("e"), k(&[K::STR, K::NOT_INT]));
+    assert_eq!(elements("f"), K::ARRAY);
+    assert_eq!(elements("g"), K::NONE);
+    assert_eq!(elements("i"), K::NONE);
+    let prompt = find(r#"{"prompt":[1,[2],"x"]}"#);
+    assert_eq!(
+        prompt.members[0].elements,
+        k(&[K::NUMBER, K::ARRAY, K::STR])
+    );
+    assert!(KindSet::NUMBER.within(K::ANY) && !K::ANY.within(K::NUMBER));
+}
+
 #[test]
 fn member_names_are_decoded_in_order() {
     let body = b"{\"a\\u00e9\":1,\"\\ud800x\":2,\"\xed\xb0\x80\":3,\"m\\u006fdel\":\"x\"}";

@@ -190,6 +190,15 @@ const EARLIER: &[&str] = &[
     r#""encoding_format":"hex""#,
     r#""top_logprobs":-3"#,
     r#""prompt_logprobs":1,"stream":true"#,
+    r#""stop":[1]"#,
+    r#""stop":["a","1"]"#,
+    r#""stop_token_ids":["a"]"#,
+    r#""stop_token_ids":[1.5]"#,
+    r#""stop_token_ids":["1",true,2.0]"#,
+    r#""tools":[true]"#,
+    r#""documents":["d"]"#,
+    r#""input":[null]"#,
+    r#""bad_words":[NaN]"#,
 ];
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
