@@ -3,6 +3,7 @@
 through an mmgate gateway, reporting every answer that differs.
 
     python3 tools/vllm_diff.py DIRECT_PORT GATEWAY_PORT SEED COUNT [--pool]
+    python3 tools/vllm_diff.py DIRECT_PORT GATEWAY_PORT grid [--pool]
 
 DIRECT_PORT is an untrusted vLLM server (../shared/oracle/run.sh; `--pool`: a pooling
 server, `--runner pooling --convert embed`, else a render server); GATEWAY_PORT an mmgate
@@ -11,6 +12,10 @@ gated values, key spellings (escapes), duplicates, encodings, nesting near the d
 limit, and members that vLLM's earlier checks read. A mismatch is a different status,
 gate-ness, or gate body; other 400 bodies are compared by tests/e2e_vllm.rs. Standard
 library only; deterministic for a seed.
+
+`grid` sends every base body with a truthy `mm_processor_kwargs` and, in turn, each list
+field with elements of each kind, and each combination of the `tools`, `tool_choice`,
+`cache_salt`, `background` and `store` values that the request models' own checks read.
 """
 import http.client
 import json
@@ -58,8 +63,11 @@ VALUES = ['null','false','true','0','0.0','-0','-0.0','-0.0e-5','1e-400','2e-324
  '1e-99999999999999999999','{"a":-0}', '00', '01', '1.', '.5', '-', '+1', 'nan', 'inf', '-NaN', 'True', 'None']
 # List elements of each kind, for the declared element types of list fields.
 VALUES += ['[null]', '["a"]', '[1.5]', '["1"]', '[true]', '[NaN]', '[1,"a"]', '[{"role":"user","content":"x"}]', '[[1]]']
+# Words the tool, salt and background checks compare.
+VALUES += ['"auto"', '"required"', '"none"', '"a/b"', '"a@b"', '{"type":"function","name":"f"}']
 NAMES = ["mm_processor_kwargs", "media_io_kwargs", "stream_options", "stream", "prompt", "prompt_embeds", "input", "messages", "logprob_token_ids", "logprobs", "top_logprobs", "prompt_logprobs", "continue_final_message", "add_generation_prompt", "use_beam_search",
-         "stop", "stop_token_ids", "bad_words", "allowed_token_ids", "documents", "tools", "include"]
+         "stop", "stop_token_ids", "bad_words", "allowed_token_ids", "documents", "tools", "include",
+         "tool_choice", "cache_salt", "background", "store"]
 WS = [""," ","  ","\n","\t","\r\n"," \n\t"]
 def spell(rng, name):
     out = []
@@ -113,12 +121,44 @@ def body(rng):
     if rng.random() < 0.02 and enc == "utf-8":
         b = b.replace(b"Hello", b"Hel\xff\xfelo", 1)
     return path, b, enc + (" " + note if note else "")
+LIST_NAMES = ["stop", "stop_token_ids", "bad_words", "allowed_token_ids", "documents", "tools", "include",
+              "messages", "prompt", "input", "logprob_token_ids", "prompt_embeds", "previous_input_messages"]
+LIST_VALUES = ['[null]', '["a"]', '[1.5]', '["1"]', '[true]', '[NaN]', '[1,"a"]', '[{"role":"user","content":"x"}]',
+               '[[1]]', '[1]', '[{}]', '[]', '[-Infinity]', '[0]']
+SALTS = ['null', '""', '"a"', '"a/b"', '"a@b"', '"a\\\\b"', '"a\\u0000b"', '"' + 'x' * 128 + '"', '"' + 'x' * 129 + '"',
+         '"' + '\\u00e9' * 128 + '"', '"' + '\\u00e9' * 129 + '"', '1', 'true', '[]', '{}', '"\\ud800"', '"\\u002f"']
+TOOLS = ['[]', 'null', '[{"type":"function","function":{"name":"f"}}]', '{}', '""', '[1]', None]
+CHOICES = ['"none"', '"auto"', '"required"', '"foo"', 'null', '1', 'true', '{"type":"function","function":{"name":"f"}}',
+           '{}', '"\\u006eone"', None]
+BACKGROUND = [('true', 'false'), ('true', 'null'), ('true', '0'), ('true', None), ('false', 'false'), ('1', '""'),
+              ('"x"', '[]'), ('true', 'true'), (None, 'false')]
+def grid():
+    """The grid's (path, body) pairs, each body ending in a truthy `mm_processor_kwargs`."""
+    rows = []
+    for path, base in BASES:
+        for name in LIST_NAMES:
+            rows += [(path, [m for m in base if m[0] != name] + [(name, v)]) for v in LIST_VALUES]
+        rows += [(path, base + [("cache_salt", v)]) for v in SALTS]
+        for t in TOOLS:
+            for c in CHOICES:
+                rows.append((path, base + ([("tools", t)] if t else []) + ([("tool_choice", c)] if c else [])))
+        if "responses" in path:
+            for b, st in BACKGROUND:
+                rows.append((path, base + ([("background", b)] if b else []) + ([("store", st)] if st else [])))
+    kwargs = ("mm_processor_kwargs", '{"a":1}')
+    return [(p, ("{" + ",".join(json.dumps(k) + ":" + v for k, v in m + [kwargs]) + "}").encode(), "grid")
+            for p, m in rows]
 def main():
-    seed, n = int(sys.argv[3]), int(sys.argv[4])
-    rng = random.Random(seed); bad = 0
+    if sys.argv[3] == "grid":
+        cases = grid()
+    else:
+        rng = random.Random(int(sys.argv[3]))
+        cases = [body(rng) for _ in range(int(sys.argv[4]))]
+    run(cases)
+def run(cases):
+    bad = 0; n = len(cases)
     stats = {}
-    for i in range(n):
-        path, b, note = body(rng)
+    for i, (path, b, note) in enumerate(cases):
         d = send(DP, path, b); g = send(GP, path, b)
         dg, gg = d[1].startswith(GATE[0].encode()) or d[1].startswith(GATE[1].encode()), g[1].startswith(GATE[0].encode()) or g[1].startswith(GATE[1].encode())
         key = (d[0], dg); stats[key] = stats.get(key, 0) + 1

@@ -56,6 +56,13 @@ def constraints_only(a):
     return all(plain(m) for m in a.__metadata__)
 
 
+def constrained(info):
+    """Whether a field's `Field(...)` constrains its value (`min_length`, `pattern` ...)."""
+    import annotated_types
+
+    return any(isinstance(m, annotated_types.BaseMetadata) or type(m).__name__ == "_PydanticGeneralMetadata" for m in info.metadata)
+
+
 def bounds(info, ann):
     """Inclusive integer bounds (`Field(ge=..., le=...)` on the field or in its `Annotated`
     type) of a field whose one non-null type is `int` or `float`; `None` without bounds or
@@ -247,11 +254,15 @@ CHECKS = {
     "check_generation_prompt": "GenerationPrompt",
     "validate_prompt_and_prompt_embeds": "PromptOrEmbeds",
     "check_batch_mode": "BatchMode",
+    "check_cache_salt_support": "CacheSalt",
+    "validate_background": "Background",
 }
 CLASS_CHECKS = {
     ("ChatCompletionRequest", "check_logprobs"): "ChatLogprobs",
     ("CompletionRequest", "check_logprobs"): "CompletionLogprobs",
     ("ResponsesRequest", "validate_prompt"): "ResponsesPrompt",
+    ("ChatCompletionRequest", "check_tool_usage"): "ChatToolUsage",
+    ("ResponsesRequest", "check_tool_usage"): "ResponsesToolUsage",
 }
 # The batch route validates each conversation as a ChatCompletionRequest before its gate.
 EXTRA_CHECKS = {"BatchChatCompletionRequest": ["StreamOptions"]}
@@ -299,6 +310,10 @@ def fields(path):
             continue
         name = info.alias or name
         tys, nullable = simple(info.annotation)
+        if tys and "Str" in tys and constrained(info):
+            # pydantic reads a constrained `str` (`min_length` ...) as Rust text, which a lone
+            # surrogate cannot be: it refuses what `bytes` refuses.
+            tys[tys.index("Str")] = "Bytes"
         if name in SKIP:
             continue
         if tys:

@@ -12,13 +12,13 @@ use crate::inspect::KindSet;
 pub(super) const CHAT: &[ModelTy] = &[
     ModelTy {
         name: "ChatCompletionRequest",
-        checks: &[Check::ChatLogprobs, Check::GenerationPrompt, Check::StreamOptions],
+        checks: &[Check::CacheSalt, Check::ChatLogprobs, Check::ChatToolUsage, Check::GenerationPrompt, Check::StreamOptions],
         fields: &[
             FieldTy { name: "add_generation_prompt", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "add_special_tokens", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "allowed_token_ids", tys: &[Ty::List(KindSet::BOOL.or(KindSet::NUMBER).or(KindSet::STR))], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "bad_words", tys: &[Ty::List(KindSet::STR.or(KindSet::NOT_INT))], nullable: false, required: false, filled_from: "", range: None },
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "continue_final_message", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
@@ -133,12 +133,12 @@ pub(super) const CHAT_BATCH: &[ModelTy] = &[
 pub(super) const COMPLETION: &[ModelTy] = &[
     ModelTy {
         name: "CompletionRequest",
-        checks: &[Check::CompletionLogprobs, Check::PromptOrEmbeds, Check::StreamOptions],
+        checks: &[Check::CacheSalt, Check::CompletionLogprobs, Check::PromptOrEmbeds, Check::StreamOptions],
         fields: &[
             FieldTy { name: "add_special_tokens", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "allowed_token_ids", tys: &[Ty::List(KindSet::BOOL.or(KindSet::NUMBER).or(KindSet::STR))], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "bad_words", tys: &[Ty::List(KindSet::STR.or(KindSet::NOT_INT))], nullable: false, required: false, filled_from: "", range: None },
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "ec_transfer_params", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "echo", tys: &[Ty::Bool], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "frequency_penalty", tys: &[Ty::Float], nullable: true, required: false, filled_from: "", range: None },
@@ -193,10 +193,10 @@ pub(super) const COMPLETION: &[ModelTy] = &[
 pub(super) const RESPONSES: &[ModelTy] = &[
     ModelTy {
         name: "ResponsesRequest",
-        checks: &[Check::ResponsesPrompt],
+        checks: &[Check::Background, Check::CacheSalt, Check::ResponsesPrompt, Check::ResponsesToolUsage],
         fields: &[
             FieldTy { name: "background", tys: &[Ty::Bool], nullable: true, required: false, filled_from: "", range: None },
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "ec_transfer_params", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "enable_response_messages", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
@@ -279,10 +279,10 @@ pub(super) const TOKENIZE: &[ModelTy] = &[
 pub(super) const EMBEDDINGS: &[ModelTy] = &[
     ModelTy {
         name: "EmbeddingCompletionRequest",
-        checks: &[],
+        checks: &[Check::CacheSalt],
         fields: &[
             FieldTy { name: "add_special_tokens", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "dimensions", tys: &[Ty::Int], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "embed_dtype", tys: &[Ty::Literal(&["float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2"])], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "encoding_format", tys: &[Ty::Literal(&["float", "base64", "bytes", "bytes_only"])], nullable: false, required: false, filled_from: "", range: None },
@@ -300,11 +300,11 @@ pub(super) const EMBEDDINGS: &[ModelTy] = &[
     },
     ModelTy {
         name: "EmbeddingChatRequest",
-        checks: &[Check::GenerationPrompt],
+        checks: &[Check::CacheSalt, Check::GenerationPrompt],
         fields: &[
             FieldTy { name: "add_generation_prompt", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "add_special_tokens", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "continue_final_message", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
@@ -326,11 +326,11 @@ pub(super) const EMBEDDINGS: &[ModelTy] = &[
     },
     ModelTy {
         name: "EmbeddingBatchChatRequest",
-        checks: &[Check::GenerationPrompt],
+        checks: &[Check::CacheSalt, Check::GenerationPrompt],
         fields: &[
             FieldTy { name: "add_generation_prompt", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "add_special_tokens", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "continue_final_message", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
@@ -352,11 +352,11 @@ pub(super) const EMBEDDINGS: &[ModelTy] = &[
     },
     ModelTy {
         name: "EmbeddingChatInputRequest",
-        checks: &[Check::GenerationPrompt],
+        checks: &[Check::CacheSalt, Check::GenerationPrompt],
         fields: &[
             FieldTy { name: "add_generation_prompt", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "add_special_tokens", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "continue_final_message", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
@@ -379,11 +379,11 @@ pub(super) const EMBEDDINGS: &[ModelTy] = &[
     },
     ModelTy {
         name: "EmbeddingBatchChatInputRequest",
-        checks: &[Check::GenerationPrompt],
+        checks: &[Check::CacheSalt, Check::GenerationPrompt],
         fields: &[
             FieldTy { name: "add_generation_prompt", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "add_special_tokens", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "continue_final_message", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
@@ -410,10 +410,10 @@ pub(super) const EMBEDDINGS: &[ModelTy] = &[
 pub(super) const POOLING: &[ModelTy] = &[
     ModelTy {
         name: "PoolingCompletionRequest",
-        checks: &[],
+        checks: &[Check::CacheSalt],
         fields: &[
             FieldTy { name: "add_special_tokens", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "dimensions", tys: &[Ty::Int], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "embed_dtype", tys: &[Ty::Literal(&["float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2"])], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "encoding_format", tys: &[Ty::Literal(&["float", "base64", "bytes", "bytes_only"])], nullable: false, required: false, filled_from: "", range: None },
@@ -432,11 +432,11 @@ pub(super) const POOLING: &[ModelTy] = &[
     },
     ModelTy {
         name: "PoolingChatRequest",
-        checks: &[Check::GenerationPrompt],
+        checks: &[Check::CacheSalt, Check::GenerationPrompt],
         fields: &[
             FieldTy { name: "add_generation_prompt", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "add_special_tokens", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "continue_final_message", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
@@ -459,9 +459,9 @@ pub(super) const POOLING: &[ModelTy] = &[
     },
     ModelTy {
         name: "IOProcessorRequest",
-        checks: &[],
+        checks: &[Check::CacheSalt],
         fields: &[
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "data", tys: &[], nullable: true, required: true, filled_from: "", range: None },
             FieldTy { name: "embed_dtype", tys: &[Ty::Literal(&["float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2"])], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "encoding_format", tys: &[Ty::Literal(&["float", "base64", "bytes", "bytes_only"])], nullable: false, required: false, filled_from: "", range: None },
@@ -482,9 +482,9 @@ pub(super) const POOLING: &[ModelTy] = &[
 pub(super) const SCORE: &[ModelTy] = &[
     ModelTy {
         name: "ScoreQueriesDocumentsRequest",
-        checks: &[],
+        checks: &[Check::CacheSalt],
         fields: &[
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "documents", tys: &[], nullable: true, required: true, filled_from: "", range: None },
             FieldTy { name: "instruction", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
@@ -503,9 +503,9 @@ pub(super) const SCORE: &[ModelTy] = &[
     },
     ModelTy {
         name: "ScoreQueriesItemsRequest",
-        checks: &[],
+        checks: &[Check::CacheSalt],
         fields: &[
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "instruction", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "items", tys: &[], nullable: true, required: true, filled_from: "", range: None },
@@ -524,9 +524,9 @@ pub(super) const SCORE: &[ModelTy] = &[
     },
     ModelTy {
         name: "ScoreDataRequest",
-        checks: &[],
+        checks: &[Check::CacheSalt],
         fields: &[
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "data_1", tys: &[], nullable: true, required: true, filled_from: "", range: None },
             FieldTy { name: "data_2", tys: &[], nullable: true, required: true, filled_from: "", range: None },
@@ -545,9 +545,9 @@ pub(super) const SCORE: &[ModelTy] = &[
     },
     ModelTy {
         name: "ScoreTextRequest",
-        checks: &[],
+        checks: &[Check::CacheSalt],
         fields: &[
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "instruction", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "max_tokens_per_doc", tys: &[Ty::Int], nullable: false, required: false, filled_from: "", range: None },
@@ -570,9 +570,9 @@ pub(super) const SCORE: &[ModelTy] = &[
 pub(super) const RERANK: &[ModelTy] = &[
     ModelTy {
         name: "RerankRequest",
-        checks: &[],
+        checks: &[Check::CacheSalt],
         fields: &[
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "documents", tys: &[], nullable: true, required: true, filled_from: "", range: None },
             FieldTy { name: "instruction", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
@@ -596,10 +596,10 @@ pub(super) const RERANK: &[ModelTy] = &[
 pub(super) const CLASSIFY: &[ModelTy] = &[
     ModelTy {
         name: "ClassificationCompletionRequest",
-        checks: &[],
+        checks: &[Check::CacheSalt],
         fields: &[
             FieldTy { name: "add_special_tokens", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "input", tys: &[Ty::Str, Ty::List(KindSet::BOOL.or(KindSet::NUMBER).or(KindSet::STR).or(KindSet::ARRAY).or(KindSet::NOT_INT))], nullable: false, required: true, filled_from: "", range: None },
             FieldTy { name: "mm_processor_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "padding", tys: &[Ty::Literal(&["max_length", "do_not_pad"])], nullable: true, required: false, filled_from: "", range: None },
@@ -613,11 +613,11 @@ pub(super) const CLASSIFY: &[ModelTy] = &[
     },
     ModelTy {
         name: "ClassificationChatRequest",
-        checks: &[Check::GenerationPrompt],
+        checks: &[Check::CacheSalt, Check::GenerationPrompt],
         fields: &[
             FieldTy { name: "add_generation_prompt", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "add_special_tokens", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
-            FieldTy { name: "cache_salt", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
+            FieldTy { name: "cache_salt", tys: &[Ty::Bytes], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "chat_template_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "continue_final_message", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },

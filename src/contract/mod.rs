@@ -626,6 +626,95 @@ mod tests {
         }
     }
 
+    /// The request models' own checks of `cache_salt`, `tools`, `tool_choice` and
+    /// `background` refuse before the gate (seen on the real render server, without a tool
+    /// parser).
+    #[test]
+    fn salt_tool_and_background_checks_run_before_the_gate() {
+        let up = UpstreamFacts::default();
+        let message = r#"{"role":"user","content":"x"}"#;
+        let chat = |member: &str| kwargs_body(&format!(r#""messages":[{message}],{member}"#));
+        let responses = |member: &str| kwargs_body(&format!(r#""input":"x",{member}"#));
+        let tool = r#"{"type":"function","function":{"name":"f"}}"#;
+        let (long, longer) = (r"\u00e9".repeat(128), "x".repeat(129));
+        let gate = Verdict::Reject(Field::MmProcessorKwargs);
+        for (route, body) in [
+            (RouteKind::ChatRender, chat(r#""cache_salt":"""#)),
+            (RouteKind::ChatRender, chat(r#""cache_salt":"a/b""#)),
+            (RouteKind::ChatRender, chat(r#""cache_salt":"a\u0000""#)),
+            (RouteKind::ChatRender, chat(r#""cache_salt":1"#)),
+            (
+                RouteKind::ChatRender,
+                chat(&format!(r#""cache_salt":"{longer}""#)),
+            ),
+            (RouteKind::ChatRender, chat(r#""cache_salt":"\ud800""#)),
+            (
+                RouteKind::Embeddings,
+                kwargs_body(r#""input":"x","cache_salt":"a@b""#),
+            ),
+            (RouteKind::ChatRender, chat(r#""tools":[]"#)),
+            (RouteKind::ChatRender, chat(r#""tool_choice":"auto""#)),
+            (
+                RouteKind::ChatRender,
+                chat(&format!(r#""tools":[{tool}],"tool_choice":"foo""#)),
+            ),
+            (
+                RouteKind::ChatRender,
+                chat(&format!(r#""tools":[{tool}],"tool_choice":1"#)),
+            ),
+            (RouteKind::ChatRender, chat(&format!(r#""tools":[{tool}]"#))),
+            (
+                RouteKind::ResponsesRender,
+                responses(r#""tool_choice":"required""#),
+            ),
+            (
+                RouteKind::ResponsesRender,
+                responses(r#""tools":[],"tool_choice":{"name":"f","type":"function"}"#),
+            ),
+            (
+                RouteKind::ResponsesRender,
+                responses(r#""background":true,"store":false"#),
+            ),
+            (
+                RouteKind::ResponsesRender,
+                responses(r#""background":"x","store":null"#),
+            ),
+        ] {
+            let got = v(route, &body, &up);
+            assert!(matches!(got, Verdict::Invalid(_)), "{body}: {got:?}");
+        }
+        for (route, body) in [
+            (
+                RouteKind::ChatRender,
+                chat(&format!(r#""cache_salt":"{long}""#)),
+            ),
+            (RouteKind::ChatRender, chat(r#""cache_salt":null"#)),
+            (RouteKind::ChatRender, chat(r#""tool_choice":"none""#)),
+            (
+                RouteKind::ChatRender,
+                chat(r#""tool_choice":null,"tools":null"#),
+            ),
+            (
+                RouteKind::ResponsesRender,
+                responses(r#""tool_choice":"auto""#),
+            ),
+            (
+                RouteKind::ResponsesRender,
+                responses(r#""tool_choice":"none""#),
+            ),
+            (
+                RouteKind::ResponsesRender,
+                responses(r#""background":true"#),
+            ),
+            (
+                RouteKind::ResponsesRender,
+                responses(r#""background":false,"store":false"#),
+            ),
+        ] {
+            assert_eq!(v(route, &body, &up), gate, "{body}");
+        }
+    }
+
     /// The completion handler's checks before the gate, in its order (seen on the real
     /// render and serve servers).
     #[test]

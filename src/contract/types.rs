@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::inspect::{Field, Findings, Kind, KindSet, Member, Read, Sign};
+use crate::inspect::{Field, Findings, Kind, KindSet, Member, Read, Sign, StrField};
 
 /// A simple declared type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +18,8 @@ pub(super) enum Ty {
     Int,
     Bool,
     Str,
-    /// `bytes`: from JSON a string that encodes as UTF-8 (no lone surrogate).
+    /// `bytes`, or a `str` with constraints (`min_length` ...), which pydantic reads as
+    /// Rust text: from JSON a string that encodes as UTF-8 (no lone surrogate).
     Bytes,
     /// A list whose elements may be of these kinds (pydantic certainly refuses an element of
     /// another kind; `KindSet::ANY` when the element type does not decide it).
@@ -84,6 +85,19 @@ pub(super) enum Check {
     /// BatchChatCompletionRequest `check_batch_mode`: beam search, or `logprob_token_ids`
     /// without `logprobs`.
     BatchMode,
+    /// `check_cache_salt_support`: a `cache_salt` that is neither null nor a valid salt.
+    CacheSalt,
+    /// ChatCompletionRequest `check_tool_usage`: `tools` an empty array; a `tool_choice`
+    /// (not null, not `"none"`) without `tools`, or other than `"auto"`, `"required"` or
+    /// an object. (What a named tool choice holds is not judged.)
+    ChatToolUsage,
+    /// ResponsesRequest `check_tool_usage`: `tool_choice` `"required"` or named (an object
+    /// whose `type` is `"function"`) without tools (absent, null or empty). (Whether a named
+    /// tool is among the tools is not judged.)
+    ResponsesToolUsage,
+    /// ResponsesRequest `validate_background`: a truthy `background` with a `store` that is
+    /// present and falsy (null included).
+    Background,
 }
 
 impl Check {
@@ -154,8 +168,49 @@ impl Check {
                 (prompt_empty && embeds_empty).then_some("prompt")
             }
             Check::ResponsesPrompt => (!none(Read::Prompt)).then_some("prompt"),
+            Check::CacheSalt => f.facts.cache_salt_refused.then_some("cache_salt"),
+            Check::ChatToolUsage => chat_tool_usage(f),
+            Check::ResponsesToolUsage => {
+                // `len(tools) > 0`: `len` of another kind raises a TypeError, no refusal.
+                let no_tools = match kind(Read::Tools) {
+                    None | Some(Kind::Null) => true,
+                    Some(Kind::Array { empty } | Kind::Object { empty } | Kind::Str { empty }) => {
+                        empty
+                    }
+                    Some(_) => false,
+                };
+                let required = is_word(&f.facts.tool_choice, "required");
+                (no_tools && (required || f.facts.named_tool_choice)).then_some("tool_choice")
+            }
+            Check::Background => (truthy(Read::Background)
+                && kind(Read::Store).is_some_and(|k| !k.truthy()))
+            .then_some("background"),
         }
     }
+}
+
+/// Whether a string field holds exactly `word`.
+fn is_word(field: &StrField, word: &str) -> bool {
+    matches!(field, StrField::Str(s) if s == word)
+}
+
+/// ChatCompletionRequest `check_tool_usage`, as far as top-level kinds and words decide it.
+fn chat_tool_usage(f: &Findings) -> Option<&'static str> {
+    let kind = |member| f.facts.read.get(member);
+    if kind(Read::Tools) == Some(Kind::Array { empty: true }) {
+        return Some("tools");
+    }
+    let choice = &f.facts.tool_choice;
+    match kind(Read::ToolChoice) {
+        None | Some(Kind::Null) => return None,
+        Some(_) if is_word(choice, "none") => return None,
+        Some(_) if matches!(kind(Read::Tools), None | Some(Kind::Null)) => {
+            return Some("tool_choice");
+        }
+        Some(Kind::Object { .. }) => return None,
+        Some(_) => {}
+    }
+    (!is_word(choice, "auto") && !is_word(choice, "required")).then_some("tool_choice")
 }
 
 /// Why every request model of a route refuses a body (that of its first model).

@@ -119,6 +119,11 @@ pub struct Facts {
     pub tool_choice: StrField,
     /// `tools` is present and not null.
     pub has_tools: bool,
+    /// `tool_choice` is an object whose `type` is `"function"` (a named tool choice).
+    pub named_tool_choice: bool,
+    /// `cache_salt` is neither null nor a string vLLM takes as a salt (non-empty, at most
+    /// 128 characters, none of `@`, `/`, `\\` or NUL).
+    pub cache_salt_refused: bool,
     /// `previous_response_id` is present and not null (Responses API).
     pub previous_response: bool,
     /// A top-level key holds a lone surrogate (pydantic refuses it as an extra field name).
@@ -187,10 +192,18 @@ pub enum Read {
     Echo,
     /// `max_tokens`.
     MaxTokens,
+    /// `tools`.
+    Tools,
+    /// `tool_choice`.
+    ToolChoice,
+    /// `background` (Responses API).
+    Background,
+    /// `store` (Responses API).
+    Store,
 }
 
 impl Read {
-    const ALL: [Read; 13] = [
+    const ALL: [Read; 17] = [
         Read::Prompt,
         Read::PromptEmbeds,
         Read::Stream,
@@ -204,6 +217,10 @@ impl Read {
         Read::TopLogprobs,
         Read::Echo,
         Read::MaxTokens,
+        Read::Tools,
+        Read::ToolChoice,
+        Read::Background,
+        Read::Store,
     ];
 }
 
@@ -283,10 +300,14 @@ impl Facts {
         self.chat_template || self.chat_template_kwargs_template
     }
 
-    /// `tool_choice` is set to something other than `"none"` (refused without a tool parser,
-    /// and without `tools` in any case).
+    /// `tool_choice` is set to something other than `"none"`, or left out with `tools` that
+    /// are not empty (`check_tool_usage` then makes it `"auto"`): refused without a tool
+    /// parser, and without `tools` in any case.
     pub fn needs_tool_parser(&self) -> bool {
-        self.tool_choice.is_set() && self.tool_choice != StrField::Str("none".into())
+        match self.tool_choice {
+            StrField::Absent => self.read.get(Read::Tools).is_some_and(Kind::truthy),
+            ref choice => choice.is_set() && *choice != StrField::Str("none".into()),
+        }
     }
 }
 
@@ -604,9 +625,33 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
             facts.model = v;
             kind
         }
+        b"tool_choice" if sc.peek() == Some(b'{') => {
+            // `tool_choice.get("type") == "function"` (the last `type`).
+            let mut named = false;
+            let empty = sc.members(2, |sc, key| {
+                let is_type = &key_bytes(sc.text(), key)[..] == b"type";
+                if is_type && sc.peek() == Some(b'"') {
+                    let s = sc.string()?;
+                    named = &key_bytes(sc.text(), s)[..] == b"function";
+                } else {
+                    sc.value(3)?;
+                    named &= !is_type;
+                }
+                Ok(())
+            })?;
+            facts.tool_choice = StrField::Other("object");
+            facts.named_tool_choice = named;
+            Kind::Object { empty }
+        }
         b"tool_choice" => {
             let (v, kind) = str_value(sc)?;
             facts.tool_choice = v;
+            facts.named_tool_choice = false;
+            kind
+        }
+        b"cache_salt" => {
+            let (refused, kind) = cache_salt(sc)?;
+            facts.cache_salt_refused = refused;
             kind
         }
         b"prompt" if sc.peek() == Some(b'[') => {
@@ -646,8 +691,11 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
         b"use_beam_search" => Some(Read::UseBeamSearch),
         b"tools" => {
             facts.has_tools = kind != Kind::Null;
-            None
+            Some(Read::Tools)
         }
+        b"tool_choice" => Some(Read::ToolChoice),
+        b"background" => Some(Read::Background),
+        b"store" => Some(Read::Store),
         b"previous_response_id" => {
             facts.previous_response = kind != Kind::Null;
             None
@@ -720,6 +768,22 @@ fn prompt_list(sc: &mut Scanner<'_>) -> Result<(PromptForm, Kind), SyntaxError> 
         (false, false, false) => PromptForm::Mixed,
     };
     Ok((form, Kind::Array { empty }))
+}
+
+/// Scans `cache_salt`: whether vLLM's `validate_cache_salt` refuses it (anything but null
+/// or a non-empty string of at most 128 characters without `@`, `/`, `\\` or NUL).
+fn cache_salt(sc: &mut Scanner<'_>) -> Result<(bool, Kind), SyntaxError> {
+    if sc.peek() != Some(b'"') {
+        let kind = sc.value(2)?;
+        return Ok((kind != Kind::Null, kind));
+    }
+    let s = sc.string()?;
+    let text = key_bytes(sc.text(), s);
+    // WTF-8: one character per byte that does not continue one (a lone surrogate is one).
+    let chars = text.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+    let forbidden = text.iter().any(|b| matches!(b, b'@' | b'/' | b'\\' | 0));
+    let refused = chars == 0 || chars > 128 || forbidden;
+    Ok((refused, Kind::Str { empty: chars == 0 }))
 }
 
 fn str_value(sc: &mut Scanner<'_>) -> Result<(StrField, Kind), SyntaxError> {

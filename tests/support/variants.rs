@@ -199,6 +199,12 @@ const EARLIER: &[&str] = &[
     r#""documents":["d"]"#,
     r#""input":[null]"#,
     r#""bad_words":[NaN]"#,
+    r#""cache_salt":"a/b""#,
+    r#""cache_salt":"""#,
+    r#""tools":[]"#,
+    r#""tools":[{"type":"function","function":{"name":"f"}}]"#,
+    r#""tool_choice":"required""#,
+    r#""background":true,"store":false"#,
 ];
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
