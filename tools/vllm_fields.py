@@ -60,7 +60,10 @@ def constrained(info):
     """Whether a field's `Field(...)` constrains its value (`min_length`, `pattern` ...)."""
     import annotated_types
 
-    return any(isinstance(m, annotated_types.BaseMetadata) or type(m).__name__ == "_PydanticGeneralMetadata" for m in info.metadata)
+    length = (annotated_types.MinLen, annotated_types.MaxLen, annotated_types.Len)
+    return any(
+        isinstance(m, length) or getattr(m, "pattern", None) is not None for m in info.metadata
+    )
 
 
 def bounds(info, ann):
@@ -247,6 +250,10 @@ FILLED = {
     "EmbeddingChatInputRequest": {"messages": "input"},
     "EmbeddingBatchChatInputRequest": {"messages": "input"},
 }
+# Fields a before-validator makes a list with `list(value)` when they are neither a list nor
+# a string (ResponsesRequest.input_item_parsing): an object becomes the list of its keys, so
+# `{}` is taken as `[]`, and a non-empty object only where the list takes strings.
+LISTED = {"ResponsesRequest": {"input"}}
 # The before-validators (`model_validator(mode="before")`) whose refusals mmgate's
 # `types::Check` reproduces, by (model, validator); the others only ever refuse more.
 CHECKS = {
@@ -310,6 +317,10 @@ def fields(path):
             continue
         name = info.alias or name
         tys, nullable = simple(info.annotation)
+        if tys and name in LISTED.get(model.__name__, ()):
+            lists = [t for t in tys if t.startswith("List(")]
+            if lists and "Dict" not in tys:
+                tys.append("Dict" if "KindSet::STR" in lists[0] or "ANY" in lists[0] else "EmptyDict")
         if tys and "Str" in tys and constrained(info):
             # pydantic reads a constrained `str` (`min_length` ...) as Rust text, which a lone
             # surrogate cannot be: it refuses what `bytes` refuses.

@@ -205,7 +205,7 @@ pub(super) const RESPONSES: &[ModelTy] = &[
             FieldTy { name: "include", tys: &[Ty::List(KindSet::STR.or(KindSet::NOT_INT))], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "include_reasoning", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "include_stop_str_in_output", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
-            FieldTy { name: "input", tys: &[Ty::Str, Ty::List(KindSet::OBJECT)], nullable: false, required: true, filled_from: "", range: None },
+            FieldTy { name: "input", tys: &[Ty::Str, Ty::List(KindSet::OBJECT), Ty::EmptyDict], nullable: false, required: true, filled_from: "", range: None },
             FieldTy { name: "instructions", tys: &[Ty::Str], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "kv_transfer_params", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "logit_bias", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },

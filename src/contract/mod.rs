@@ -344,7 +344,10 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
             if render && facts.use_beam_search() {
                 return Verdict::Invalid(Invalid::BeamSearchRender);
             }
-            if facts.needs_tool_parser() && (!up.tool_call_parser || !facts.has_tools) {
+            // The batch route renders its conversations without the renderer's tool-choice
+            // check (and its `tool_choice` can only be `"none"`).
+            let batch = route == RouteKind::ChatBatch;
+            if !batch && facts.needs_tool_parser() && (!up.tool_call_parser || !facts.has_tools) {
                 return Verdict::Invalid(Invalid::ToolChoice);
             }
             if !up.trust_request_chat_template && facts.sends_chat_template() {
@@ -606,6 +609,10 @@ mod tests {
                 chat(r#""stop_token_ids":["1",true,2.0," 3 "]"#),
             ),
             (RouteKind::Chat, chat(r#""stop_token_ids":[]"#)),
+            (
+                RouteKind::Chat,
+                chat(r#""stop_token_ids":[1.00000000000000001]"#),
+            ),
             (RouteKind::Chat, chat(r#""documents":[{"title":"t"}]"#)),
             (
                 RouteKind::ChatBatch,
@@ -673,6 +680,10 @@ mod tests {
             ),
             (
                 RouteKind::ResponsesRender,
+                kwargs_body(r#""input":{"a":1}"#),
+            ),
+            (
+                RouteKind::ResponsesRender,
                 responses(r#""background":true,"store":false"#),
             ),
             (
@@ -709,6 +720,13 @@ mod tests {
             (
                 RouteKind::ResponsesRender,
                 responses(r#""background":false,"store":false"#),
+            ),
+            // `list({})` is `[]`.
+            (RouteKind::ResponsesRender, kwargs_body(r#""input":{}"#)),
+            // The batch route's `tool_choice` stays `"none"`, and no renderer checks it.
+            (
+                RouteKind::ChatBatch,
+                kwargs_body(&format!(r#""messages":[[{message}]],"tools":[{tool}]"#)),
             ),
         ] {
             assert_eq!(v(route, &body, &up), gate, "{body}");

@@ -25,6 +25,9 @@ pub(super) enum Ty {
     /// another kind; `KindSet::ANY` when the element type does not decide it).
     List(KindSet),
     Dict,
+    /// An empty object, which a before-validator turns into an empty list with `list()`
+    /// (a non-empty one becomes the list of its keys, which the field's list refuses).
+    EmptyDict,
     /// An object whose every value is an object (`dict[str, dict[...]]`); known for the
     /// gated fields, read as [`Ty::Dict`] for others.
     DictOfDicts,
@@ -224,7 +227,7 @@ pub(super) enum Refusal {
 
 /// Whether pydantic (lax mode) refuses a value of the member's JSON kind for `ty`.
 fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
-    let dict = matches!(ty, Ty::Dict | Ty::DictOfDicts);
+    let dict = matches!(ty, Ty::Dict | Ty::DictOfDicts | Ty::EmptyDict);
     match m.kind {
         Kind::Null => true,
         Kind::Array { .. } => match ty {
@@ -234,12 +237,13 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
         Kind::Object { .. } if ty == Ty::DictOfDicts => m
             .field
             .is_some_and(|g| findings.field(g).non_object_member.is_some()),
+        Kind::Object { empty } if ty == Ty::EmptyDict => !empty,
         Kind::Object { .. } => ty != Ty::Dict,
         Kind::Str { .. } => match ty {
             Ty::Float => !m.coerce().float,
             Ty::Int => !m.coerce().int,
             Ty::Bool => m.coerce().bool.is_none(),
-            Ty::List(_) | Ty::Dict | Ty::DictOfDicts => true,
+            Ty::List(_) | Ty::Dict | Ty::DictOfDicts | Ty::EmptyDict => true,
             Ty::Str => false,
             Ty::Bytes => m.lone_surrogate() == Some(true),
             Ty::Literal(words) => m.is_one_of(words) == Some(false),
@@ -249,7 +253,13 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::Int => !m.coerce().int,
             Ty::Bool => m.coerce().bool.is_none(),
             Ty::Float => false,
-            Ty::Str | Ty::Bytes | Ty::List(_) | Ty::Dict | Ty::DictOfDicts | Ty::Literal(_) => true,
+            Ty::Str
+            | Ty::Bytes
+            | Ty::List(_)
+            | Ty::Dict
+            | Ty::DictOfDicts
+            | Ty::EmptyDict
+            | Ty::Literal(_) => true,
         },
         Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::Bytes | Ty::List(_) | Ty::Literal(_)),
     }

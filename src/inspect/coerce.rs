@@ -278,14 +278,18 @@ fn number(token: &[u8]) -> Coerce {
         // its integer part (a Python int of any size without a fraction).
         let dot = token.iter().position(|&b| b == b'.').unwrap_or(token.len());
         let (whole, fraction) = token.split_at(dot);
-        if fraction.iter().skip(1).any(|&b| b != b'0') {
+        // A fraction that is not all zeros keeps the value off every integer only when its
+        // digits fit a double exactly (15 significant digits): `1.00000000000000001` is
+        // parsed to 1.0, an integer.
+        let whole_fraction = fraction.iter().skip(1).all(|&b| b == b'0');
+        if !whole_fraction && significant_digits(token) <= 15 {
             return Coerce {
                 bool: None,
                 int: false,
                 float: true,
             };
         }
-        if fraction.is_empty() || whole.len() <= 18 {
+        if whole_fraction && (fraction.is_empty() || whole.len() <= 18) {
             let bool = match whole {
                 b"0" | b"-0" => Some(false),
                 b"1" => Some(true),
@@ -315,6 +319,15 @@ fn number(token: &[u8]) -> Coerce {
         int: x.is_finite() && x.fract() == 0.0 && (-TWO_63..TWO_63).contains(&x),
         float: true,
     }
+}
+
+/// The significant digits of a number token without an exponent (leading and trailing
+/// zeros left out).
+fn significant_digits(token: &[u8]) -> usize {
+    let digits = || token.iter().filter(|b| b.is_ascii_digit());
+    let leading = digits().take_while(|&&b| b == b'0').count();
+    let trailing = digits().rev().take_while(|&&b| b == b'0').count();
+    digits().count().saturating_sub(leading + trailing)
 }
 
 #[cfg(test)]
@@ -516,9 +529,15 @@ mod tests {
             "1.0e2",
             "9.2e18",
             "-0.0",
+            // Python parses these to whole doubles (more digits than a double holds).
+            "1.00000000000000001",
+            "0.99999999999999999",
+            "9007199254740993.5",
         ] {
             assert!(n(t).int, "int {t}");
         }
+        assert_eq!(n("1.00000000000000001").bool, Some(true));
+        assert!(!n("0.100000000000001").int && !n("123456789012345.6").int);
         for t in [
             "0.5",
             "5.5",

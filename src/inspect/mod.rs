@@ -470,20 +470,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             None => fact_value(sc, &name, &mut facts)?,
         };
         let elements = match kind {
-            Kind::Array { .. } => {
-                let mut set = sc.inner();
-                // Whether a number or string is an integer matters only to a list of `int`,
-                // which refuses every other kind anyway (`prompt`'s forms are judged apart).
-                let scalars = KindSet::BOOL.or(KindSet::NUMBER).or(KindSet::STR);
-                if set.within(scalars)
-                    && !set.within(KindSet::BOOL)
-                    && &name[..] != b"prompt"
-                    && has_non_int(&sc.text()[value_start..sc.pos])
-                {
-                    set = set.or(KindSet::NOT_INT);
-                }
-                set
-            }
+            Kind::Array { .. } => sc.inner(),
             _ => KindSet::NONE,
         };
         let scalar = coerce::Scalar::new(kind, &sc.text()[value_start..sc.pos]);
@@ -731,22 +718,6 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
         facts.read.0[read as usize] = Some(kind);
     }
     Ok(kind)
-}
-
-/// Whether an array (already validated) has a number or string element that pydantic's lax
-/// `int` refuses.
-fn has_non_int(array: &[u8]) -> bool {
-    let mut sc = Scanner::new(array, usize::MAX);
-    let mut found = false;
-    let scanned = sc.elements(1, |sc| {
-        let start = sc.pos;
-        let kind = sc.value(2)?;
-        found |= matches!(kind, Kind::Number { .. } | Kind::Str { .. })
-            && !coerce::of(kind, &sc.text()[start..sc.pos]).int;
-        Ok(())
-    });
-    debug_assert!(scanned.is_ok(), "the array was validated");
-    found
 }
 
 /// Scans a `prompt` list: which of pydantic's list types its elements fit.

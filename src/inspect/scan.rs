@@ -206,7 +206,8 @@ impl<'a> Scanner<'a> {
     }
 
     /// The kinds of the elements of the array scanned last ([`Scanner::value`] or
-    /// [`Scanner::elements`]); for an object, of its member values.
+    /// [`Scanner::elements`]); for an object, of its member values. `NOT_INT` is noted by
+    /// [`Scanner::value`] only.
     pub fn inner(&self) -> KindSet {
         self.inner
     }
@@ -491,10 +492,14 @@ impl<'a> Scanner<'a> {
                     }
                 }
                 _ => {
+                    let start = self.pos;
                     let kind = self.value(depth + self.stack.len())?;
                     opened = false;
                     if outer {
                         inner = inner.or(KindSet::of(kind));
+                        if !KindSet::NOT_INT.within(inner) {
+                            inner = inner.or(not_int(kind, &self.b[start..self.pos]));
+                        }
                     }
                 }
             }
@@ -589,6 +594,18 @@ impl Scanner<'_> {
             Some(b'-' | b'0'..=b'9') => KindSet::NUMBER,
             _ => KindSet::NONE,
         }
+    }
+}
+
+/// `NOT_INT` for a number or string token that pydantic's lax `int` refuses, else nothing.
+fn not_int(kind: Kind, token: &[u8]) -> KindSet {
+    let scalar = matches!(kind, Kind::Number { .. } | Kind::Str { .. });
+    let plain_integer = matches!(kind, Kind::Number { .. })
+        && !token.iter().any(|b| matches!(b, b'.' | b'e' | b'E'));
+    if !scalar || plain_integer || super::coerce::of(kind, token).int {
+        KindSet::NONE
+    } else {
+        KindSet::NOT_INT
     }
 }
 
