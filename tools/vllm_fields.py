@@ -8,12 +8,14 @@ Run with the vLLM 0.31 venv's python (see ../shared/oracle):
 For a route whose body is a union of models there is one table per model: pydantic refuses
 the body only when every model refuses it.
 """
+import collections.abc
 import importlib
 import sys
 import types
 import typing
 
 import pydantic
+import typing_extensions
 
 MODELS = {
     "CHAT": ["openai.chat_completion.protocol:ChatCompletionRequest"],
@@ -208,7 +210,7 @@ def simple(ann):
     nullable = len(non) < len(args)
     tys = []
     words = []
-    elements = None  # the kinds list elements may have, over every list type of the union
+    lists = []  # per list type of the union, the kinds its elements may have
     for a in non:
         if typing.get_origin(a) is typing.Annotated:
             if not constraints_only(a):
@@ -221,22 +223,27 @@ def simple(ann):
             words += [v for v in values if v not in words]
             continue
         ty = TY.get(typing.get_origin(a) or a)
+        if typing.get_origin(a) is collections.abc.Sequence:
+            ty = "List"  # pydantic refuses a string or an object for a `Sequence`
         values = typing.get_args(a)[1:] if typing.get_origin(a) is dict else ()
         if values and (typing.get_origin(values[0]) or values[0]) is dict:
             ty = "DictOfDicts"  # an object whose every value is an object
         if ty is None and isinstance(a, type) and issubclass(a, pydantic.BaseModel):
             ty = "Dict"  # from JSON, a model is read from an object only
+        if ty is None and typing_extensions.is_typeddict(a):
+            ty = "Dict"
         if ty is None:
             return None, nullable
         if ty == "List":
             args = typing.get_args(a)
             kinds = checked(args[0], accepts(args[0])) if args else set(KINDS)
-            elements = (elements or set()) | kinds
+            if kinds not in lists:
+                lists.append(kinds)
             continue
         if ty not in tys:
             tys.append(ty)
-    if elements is not None:
-        tys.append(f"List({kinds_expr(elements)})")
+    # One entry per list type: a list is refused when no list type takes all its elements.
+    tys += [f"List({kinds_expr(kinds)})" for kinds in lists]
     if words and "Str" not in tys:
         tys.append("Literal(&[" + ", ".join(f'"{w}"' for w in words) + "])")
     base = lambda t: t.split("(")[0]

@@ -633,6 +633,33 @@ mod tests {
         }
     }
 
+    /// A field that is a union of list types takes a list only when one of them takes every
+    /// element (seen on the real pooling server): `["a",1]` fits neither `list[int]` nor
+    /// `list[str]`.
+    #[test]
+    fn list_unions_take_a_list_when_one_list_type_takes_all_of_it() {
+        let up = UpstreamFacts::default();
+        let gate = Verdict::Reject(Field::MmProcessorKwargs);
+        for (route, members) in [
+            (RouteKind::Pooling, r#""input":[1.5]"#),
+            (RouteKind::Embeddings, r#""input":[null]"#),
+            (RouteKind::Embeddings, r#""input":["a",1]"#),
+            (RouteKind::Score, r#""queries":"a","documents":[null]"#),
+            (RouteKind::Rerank, r#""query":"a","documents":[1]"#),
+        ] {
+            let got = v(route, &kwargs_body(members), &up);
+            assert!(matches!(got, Verdict::Invalid(_)), "{members}: {got:?}");
+        }
+        for (route, members) in [
+            (RouteKind::Embeddings, r#""input":[[1,2]]"#),
+            (RouteKind::Embeddings, r#""input":[1,2]"#),
+            (RouteKind::Embeddings, r#""input":["a","b"]"#),
+            (RouteKind::Score, r#""queries":["a"],"documents":["b"]"#),
+        ] {
+            assert_eq!(v(route, &kwargs_body(members), &up), gate, "{members}");
+        }
+    }
+
     /// The request models' own checks of `cache_salt`, `tools`, `tool_choice` and
     /// `background` refuse before the gate (seen on the real render server, without a tool
     /// parser).

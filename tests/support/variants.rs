@@ -205,6 +205,8 @@ const EARLIER: &[&str] = &[
     r#""tools":[{"type":"function","function":{"name":"f"}}]"#,
     r#""tool_choice":"required""#,
     r#""background":true,"store":false"#,
+    r#""input":["a",1]"#,
+    r#""documents":[null]"#,
 ];
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
