@@ -124,7 +124,7 @@ def body(rng):
 LIST_NAMES = ["stop", "stop_token_ids", "bad_words", "allowed_token_ids", "documents", "tools", "include",
               "messages", "prompt", "input", "logprob_token_ids", "prompt_embeds", "previous_input_messages"]
 LIST_VALUES = ['[null]', '["a"]', '[1.5]', '["1"]', '[true]', '[NaN]', '[1,"a"]', '[{"role":"user","content":"x"}]',
-               '[[1]]', '[1]', '[{}]', '[]', '[-Infinity]', '[0]']
+               '[[1]]', '[1]', '[{}]', '[]', '[-Infinity]', '[0]', '["a","b","c","d"]', '["a","b","c","d","e"]']
 SALTS = ['null', '""', '"a"', '"a/b"', '"a@b"', '"a\\\\b"', '"a\\u0000b"', '"' + 'x' * 128 + '"', '"' + 'x' * 129 + '"',
          '"' + '\\u00e9' * 128 + '"', '"' + '\\u00e9' * 129 + '"', '1', 'true', '[]', '{}', '"\\ud800"', '"\\u002f"']
 TOOLS = ['[]', 'null', '[{"type":"function","function":{"name":"f"}}]', '{}', '""', '[1]', None]

@@ -58,6 +58,20 @@ def constraints_only(a):
     return all(plain(m) for m in a.__metadata__)
 
 
+def length_bounds(a):
+    """The `min_length` and `max_length` (`None`: none) an `Annotated` type puts on its value."""
+    import annotated_types
+
+    lo, hi = 0, None
+    for m in a.__metadata__:
+        for x in getattr(m, "metadata", [m]):
+            if isinstance(x, annotated_types.MinLen):
+                lo = max(lo, x.min_length)
+            elif isinstance(x, annotated_types.MaxLen):
+                hi = x.max_length if hi is None else min(hi, x.max_length)
+    return lo, hi
+
+
 def constrained(info):
     """Whether a field's `Field(...)` constrains its value (`min_length`, `pattern` ...)."""
     import annotated_types
@@ -212,9 +226,11 @@ def simple(ann):
     words = []
     lists = []  # per list type of the union, the kinds its elements may have
     for a in non:
+        length = (0, None)  # a list type's `min_length` and `max_length`
         if typing.get_origin(a) is typing.Annotated:
             if not constraints_only(a):
                 return None, nullable
+            length = length_bounds(a)
             a = typing.get_args(a)[0]
         if typing.get_origin(a) is typing.Literal:
             values = typing.get_args(a)
@@ -237,13 +253,18 @@ def simple(ann):
         if ty == "List":
             args = typing.get_args(a)
             kinds = checked(args[0], accepts(args[0])) if args else set(KINDS)
-            if kinds not in lists:
-                lists.append(kinds)
+            if (kinds, length) not in lists:
+                lists.append((kinds, length))
             continue
         if ty not in tys:
             tys.append(ty)
     # One entry per list type: a list is refused when no list type takes all its elements.
-    tys += [f"List({kinds_expr(kinds)})" for kinds in lists]
+    for kinds, (lo, hi) in lists:
+        if (lo, hi) == (0, None):
+            tys.append(f"List({kinds_expr(kinds)})")
+        else:
+            hi = "usize::MAX" if hi is None else hi
+            tys.append(f"BoundedList({kinds_expr(kinds)}, {lo}, {hi})")
     if words and "Str" not in tys:
         tys.append("Literal(&[" + ", ".join(f'"{w}"' for w in words) + "])")
     base = lambda t: t.split("(")[0]

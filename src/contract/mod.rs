@@ -564,8 +564,9 @@ mod tests {
     }
 
     /// A list's elements are read as pydantic reads them (seen on the real server): an
-    /// element of a kind the declared element type never takes, or a number or string that
-    /// a list of `int` cannot take, is refused before the gate. (What an object element
+    /// element of a kind the declared element type never takes, a number or string that
+    /// a list of `int` cannot take, or more elements than `max_length`, is refused before
+    /// the gate. (What an object element
     /// holds is not judged: `messages: [{}]` is taken to reach the gate, which vLLM refuses.)
     #[test]
     fn list_elements_are_read_as_pydantic_reads_them() {
@@ -584,6 +585,7 @@ mod tests {
             (RouteKind::Chat, chat(r#""stop_token_ids":["a"]"#)),
             (RouteKind::Chat, chat(r#""stop_token_ids":[1.5]"#)),
             (RouteKind::Chat, chat(r#""allowed_token_ids":[1,[2]]"#)),
+            (RouteKind::Chat, chat(r#""stop":["a","b","c","d","e"]"#)),
             (RouteKind::Chat, chat(r#""tools":[true]"#)),
             (RouteKind::Chat, chat(r#""documents":["d"]"#)),
             (
@@ -604,6 +606,7 @@ mod tests {
         }
         for (route, body) in [
             (RouteKind::Chat, chat(r#""stop":["a","1"]"#)),
+            (RouteKind::Chat, chat(r#""stop":["a","b","c","d"]"#)),
             (
                 RouteKind::Chat,
                 chat(r#""stop_token_ids":["1",true,2.0," 3 "]"#),

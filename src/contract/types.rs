@@ -24,6 +24,9 @@ pub(super) enum Ty {
     /// A list whose elements may be of these kinds (pydantic certainly refuses an element of
     /// another kind; `KindSet::ANY` when the element type does not decide it).
     List(KindSet),
+    /// A list as [`Ty::List`] with at least and at most this many elements
+    /// (`Annotated[list[...], Field(max_length=...)]`).
+    BoundedList(KindSet, usize, usize),
     Dict,
     /// An empty object, which a before-validator turns into an empty list with `list()`
     /// (a non-empty one becomes the list of its keys, which the field's list refuses).
@@ -232,6 +235,9 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
         Kind::Null => true,
         Kind::Array { .. } => match ty {
             Ty::List(accepted) => !m.elements.within(accepted),
+            Ty::BoundedList(accepted, lo, hi) => {
+                !m.elements.within(accepted) || !(lo..=hi).contains(&m.len)
+            }
             _ => true,
         },
         Kind::Object { .. } if ty == Ty::DictOfDicts => m
@@ -243,7 +249,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::Float => !m.coerce().float,
             Ty::Int => !m.coerce().int,
             Ty::Bool => m.coerce().bool.is_none(),
-            Ty::List(_) | Ty::Dict | Ty::DictOfDicts | Ty::EmptyDict => true,
+            Ty::List(_) | Ty::BoundedList(..) | Ty::Dict | Ty::DictOfDicts | Ty::EmptyDict => true,
             Ty::Str => false,
             Ty::Bytes => m.lone_surrogate() == Some(true),
             Ty::Literal(words) => m.is_one_of(words) == Some(false),
@@ -256,12 +262,18 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::Str
             | Ty::Bytes
             | Ty::List(_)
+            | Ty::BoundedList(..)
             | Ty::Dict
             | Ty::DictOfDicts
             | Ty::EmptyDict
             | Ty::Literal(_) => true,
         },
-        Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::Bytes | Ty::List(_) | Ty::Literal(_)),
+        Kind::Bool(_) => {
+            dict || matches!(
+                ty,
+                Ty::Str | Ty::Bytes | Ty::List(_) | Ty::BoundedList(..) | Ty::Literal(_)
+            )
+        }
     }
 }
 

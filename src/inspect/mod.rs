@@ -324,6 +324,8 @@ pub struct Member {
     pub kind: Kind,
     /// For an array, the kinds of its elements.
     pub elements: KindSet,
+    /// For an array, how many elements it has.
+    pub len: usize,
     /// A string or number, for what pydantic's lax mode makes of it as `bool`, `int` and
     /// `float` ([`Member::coerce`]).
     scalar: coerce::Scalar,
@@ -469,9 +471,9 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             }
             None => fact_value(sc, &name, &mut facts)?,
         };
-        let elements = match kind {
-            Kind::Array { .. } => sc.inner(),
-            _ => KindSet::NONE,
+        let (elements, len) = match kind {
+            Kind::Array { .. } => (sc.inner(), sc.inner_len()),
+            _ => (KindSet::NONE, 0),
         };
         let scalar = coerce::Scalar::new(kind, &sc.text()[value_start..sc.pos]);
         let on = || kind == Kind::Bool(true) || scalar.coerce().bool == Some(true);
@@ -497,6 +499,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             name: at..names.len(),
             kind,
             elements,
+            len,
             scalar,
         });
         Ok(())

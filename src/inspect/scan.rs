@@ -191,6 +191,7 @@ pub struct Scanner<'a> {
     max_depth: usize,
     stack: Vec<bool>,
     inner: KindSet,
+    inner_len: usize,
 }
 
 impl<'a> Scanner<'a> {
@@ -202,6 +203,7 @@ impl<'a> Scanner<'a> {
             max_depth,
             stack: Vec::new(),
             inner: KindSet::NONE,
+            inner_len: 0,
         }
     }
 
@@ -210,6 +212,11 @@ impl<'a> Scanner<'a> {
     /// [`Scanner::value`] only.
     pub fn inner(&self) -> KindSet {
         self.inner
+    }
+
+    /// How many elements the array scanned last has (as [`Scanner::inner`]).
+    pub fn inner_len(&self) -> usize {
+        self.inner_len
     }
 
     /// The text being scanned.
@@ -416,6 +423,7 @@ impl<'a> Scanner<'a> {
         self.stack.clear();
         let mut empty_outer = true;
         let mut inner = KindSet::NONE;
+        let mut len = 0;
         // Open the outer container, then loop: each iteration is "just opened" or "after value".
         let mut opened = true;
         self.enter(depth)?;
@@ -430,7 +438,7 @@ impl<'a> Scanner<'a> {
                     self.pos += 1;
                     self.stack.pop();
                     if self.stack.is_empty() {
-                        self.inner = KindSet::NONE;
+                        (self.inner, self.inner_len) = (KindSet::NONE, 0);
                         return Ok(container_kind(is_object, true));
                     }
                     opened = false;
@@ -449,7 +457,7 @@ impl<'a> Scanner<'a> {
                         self.pos += 1;
                         self.stack.pop();
                         if self.stack.is_empty() {
-                            self.inner = inner;
+                            (self.inner, self.inner_len) = (inner, len);
                             return Ok(container_kind(is_object, empty_outer));
                         }
                         continue;
@@ -458,7 +466,7 @@ impl<'a> Scanner<'a> {
                         self.pos += 1;
                         self.stack.pop();
                         if self.stack.is_empty() {
-                            self.inner = inner;
+                            (self.inner, self.inner_len) = (inner, len);
                             return Ok(container_kind(is_object, empty_outer));
                         }
                         continue;
@@ -477,6 +485,7 @@ impl<'a> Scanner<'a> {
                 self.ws();
             }
             let outer = self.stack.len() == 1;
+            len += usize::from(outer);
             match self.peek() {
                 Some(c @ (b'{' | b'[')) => {
                     self.enter(depth + self.stack.len())?;
@@ -556,12 +565,13 @@ impl<'a> Scanner<'a> {
         self.ws();
         if self.peek() == Some(b']') {
             self.pos += 1;
-            self.inner = KindSet::NONE;
+            (self.inner, self.inner_len) = (KindSet::NONE, 0);
             return Ok(true);
         }
-        let mut inner = KindSet::NONE;
+        let (mut inner, mut len) = (KindSet::NONE, 0);
         loop {
             inner = inner.or(self.kinds_at());
+            len += 1;
             on_element(self)?;
             self.ws();
             match self.peek() {
@@ -571,7 +581,7 @@ impl<'a> Scanner<'a> {
                 }
                 Some(b']') => {
                     self.pos += 1;
-                    self.inner = inner;
+                    (self.inner, self.inner_len) = (inner, len);
                     return Ok(false);
                 }
                 _ => return Err(self.err("Expecting ',' delimiter")),

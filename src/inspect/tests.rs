@@ -135,7 +135,13 @@ fn array_members_note_their_elements_kinds() {
     assert_eq!(elements("f"), K::ARRAY);
     assert_eq!(elements("g"), K::NONE);
     assert_eq!(elements("i"), K::NONE);
+    let len = |name: &str| f.members.iter().find(|m| f.name(m) == name).unwrap().len;
+    assert_eq!(
+        (len("a"), len("b"), len("c"), len("f"), len("g")),
+        (7, 0, 5, 1, 0)
+    );
     let prompt = find(r#"{"prompt":[1,[2],"x"]}"#);
+    assert_eq!(prompt.members[0].len, 3);
     assert_eq!(
         prompt.members[0].elements,
         k(&[K::NUMBER, K::ARRAY, K::STR])

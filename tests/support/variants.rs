@@ -207,6 +207,7 @@ const EARLIER: &[&str] = &[
     r#""background":true,"store":false"#,
     r#""input":["a",1]"#,
     r#""documents":[null]"#,
+    r#""stop":["a","b","c","d","e"]"#,
 ];
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
