@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::inspect::{Field, Findings, Kind, KindSet, Member, Read, Sign, StrField};
+use crate::inspect::{Field, Findings, Kind, KindSet, Member, Read, Sign};
 
 /// A simple declared type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,7 +185,7 @@ impl Check {
                     }
                     Some(_) => false,
                 };
-                let required = is_word(&f.facts.tool_choice, "required");
+                let required = f.facts.tool_choice.is("required");
                 (no_tools && (required || f.facts.named_tool_choice)).then_some("tool_choice")
             }
             Check::Background => (truthy(Read::Background)
@@ -193,11 +193,6 @@ impl Check {
             .then_some("background"),
         }
     }
-}
-
-/// Whether a string field holds exactly `word`.
-fn is_word(field: &StrField, word: &str) -> bool {
-    matches!(field, StrField::Str(s) if s == word)
 }
 
 /// ChatCompletionRequest `check_tool_usage`, as far as top-level kinds and words decide it.
@@ -209,14 +204,14 @@ fn chat_tool_usage(f: &Findings) -> Option<&'static str> {
     let choice = &f.facts.tool_choice;
     match kind(Read::ToolChoice) {
         None | Some(Kind::Null) => return None,
-        Some(_) if is_word(choice, "none") => return None,
+        Some(_) if choice.is("none") => return None,
         Some(_) if matches!(kind(Read::Tools), None | Some(Kind::Null)) => {
             return Some("tool_choice");
         }
         Some(Kind::Object { .. }) => return None,
         Some(_) => {}
     }
-    (!is_word(choice, "auto") && !is_word(choice, "required")).then_some("tool_choice")
+    (!choice.is("auto") && !choice.is("required")).then_some("tool_choice")
 }
 
 /// Why every request model of a route refuses a body (that of its first model).

@@ -98,6 +98,11 @@ impl StrField {
     fn is_set(&self) -> bool {
         !matches!(self, StrField::Absent | StrField::Null)
     }
+
+    /// Whether the field is a string equal to `word`.
+    pub fn is(&self, word: &str) -> bool {
+        matches!(self, StrField::Str(s) if s == word)
+    }
 }
 
 /// Facts about the other top-level fields that vLLM checks before the gate.
@@ -306,7 +311,7 @@ impl Facts {
     pub fn needs_tool_parser(&self) -> bool {
         match self.tool_choice {
             StrField::Absent => self.read.get(Read::Tools).is_some_and(Kind::truthy),
-            ref choice => choice.is_set() && *choice != StrField::Str("none".into()),
+            ref choice => choice.is_set() && !choice.is("none"),
         }
     }
 }
