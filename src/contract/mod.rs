@@ -347,7 +347,7 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
             // The batch route renders its conversations without the renderer's tool-choice
             // check (and its `tool_choice` can only be `"none"`).
             let batch = route == RouteKind::ChatBatch;
-            if !batch && facts.needs_tool_parser() && (!up.tool_call_parser || !facts.has_tools) {
+            if !batch && facts.needs_tool_parser() && (!up.tool_call_parser || !facts.has_tools()) {
                 return Verdict::Invalid(Invalid::ToolChoice);
             }
             if !up.trust_request_chat_template && facts.sends_chat_template() {

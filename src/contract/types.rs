@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::inspect::{Field, Findings, Kind, KindSet, Member, Read, Sign};
+use crate::inspect::{Field, Findings, Kind, KindSet, Member, Read, Sign, StrField};
 
 /// A simple declared type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,16 +202,16 @@ fn chat_tool_usage(f: &Findings) -> Option<&'static str> {
         return Some("tools");
     }
     let choice = &f.facts.tool_choice;
-    match kind(Read::ToolChoice) {
-        None | Some(Kind::Null) => return None,
-        Some(_) if choice.is("none") => return None,
-        Some(_) if matches!(kind(Read::Tools), None | Some(Kind::Null)) => {
-            return Some("tool_choice");
-        }
-        Some(Kind::Object { .. }) => return None,
-        Some(_) => {}
+    if !choice.is_set() || choice.is("none") {
+        None
+    } else if !f.facts.has_tools() {
+        Some("tool_choice")
+    } else {
+        let taken = matches!(choice, StrField::Other(Kind::Object { .. }))
+            || choice.is("auto")
+            || choice.is("required");
+        (!taken).then_some("tool_choice")
     }
-    (!choice.is("auto") && !choice.is("required")).then_some("tool_choice")
 }
 
 /// Why every request model of a route refuses a body (that of its first model).

@@ -90,12 +90,13 @@ pub enum StrField {
     Null,
     /// A string (lossily decoded where it holds lone surrogates).
     Str(String),
-    /// Another JSON type (pydantic refuses it for a string field).
-    Other(&'static str),
+    /// Another JSON type, of this kind (pydantic refuses it for a string field).
+    Other(Kind),
 }
 
 impl StrField {
-    fn is_set(&self) -> bool {
+    /// Present and not null.
+    pub fn is_set(&self) -> bool {
         !matches!(self, StrField::Absent | StrField::Null)
     }
 
@@ -122,8 +123,6 @@ pub struct Facts {
     pub chat_template_kwargs_template: bool,
     /// `tool_choice` (a string value, or `Other` for a named tool choice object).
     pub tool_choice: StrField,
-    /// `tools` is present and not null.
-    pub has_tools: bool,
     /// `tool_choice` is an object whose `type` is `"function"` (a named tool choice).
     pub named_tool_choice: bool,
     /// `cache_salt` is neither null nor a string vLLM takes as a salt (non-empty, at most
@@ -199,8 +198,6 @@ pub enum Read {
     MaxTokens,
     /// `tools`.
     Tools,
-    /// `tool_choice`.
-    ToolChoice,
     /// `background` (Responses API).
     Background,
     /// `store` (Responses API).
@@ -208,7 +205,7 @@ pub enum Read {
 }
 
 impl Read {
-    const ALL: [Read; 17] = [
+    const ALL: [Read; 16] = [
         Read::Prompt,
         Read::PromptEmbeds,
         Read::Stream,
@@ -223,7 +220,6 @@ impl Read {
         Read::Echo,
         Read::MaxTokens,
         Read::Tools,
-        Read::ToolChoice,
         Read::Background,
         Read::Store,
     ];
@@ -303,6 +299,11 @@ impl Facts {
     /// A chat template reaches vLLM with the request (refused unless the server trusts them).
     pub fn sends_chat_template(&self) -> bool {
         self.chat_template || self.chat_template_kwargs_template
+    }
+
+    /// `tools` is present and not null.
+    pub fn has_tools(&self) -> bool {
+        self.read.get(Read::Tools).is_some_and(|k| k != Kind::Null)
     }
 
     /// `tool_choice` is set to something other than `"none"`, or left out with `tools` that
@@ -634,7 +635,7 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
                 }
                 Ok(())
             })?;
-            facts.tool_choice = StrField::Other("object");
+            facts.tool_choice = StrField::Other(Kind::Object { empty });
             facts.named_tool_choice = named;
             Kind::Object { empty }
         }
@@ -684,11 +685,7 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
             None
         }
         b"use_beam_search" => Some(Read::UseBeamSearch),
-        b"tools" => {
-            facts.has_tools = kind != Kind::Null;
-            Some(Read::Tools)
-        }
-        b"tool_choice" => Some(Read::ToolChoice),
+        b"tools" => Some(Read::Tools),
         b"background" => Some(Read::Background),
         b"store" => Some(Read::Store),
         b"previous_response_id" => {
@@ -776,7 +773,7 @@ fn str_value(sc: &mut Scanner<'_>) -> Result<(StrField, Kind), SyntaxError> {
     let kind = sc.value(2)?;
     Ok(match kind {
         Kind::Null => (StrField::Null, kind),
-        other => (StrField::Other(other.type_name()), kind),
+        other => (StrField::Other(other), kind),
     })
 }
 
