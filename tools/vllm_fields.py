@@ -45,17 +45,20 @@ TY = {float: "Float", int: "Int", bool: "Bool", str: "Str", bytes: "Bytes", list
 ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "Dict", "DictOfDicts"]
 
 
-def constraints_only(a):
-    """Whether an `Annotated` type only constrains its value (`Field(ge=...)`,
-    `max_length`): it then refuses every JSON kind its inner type refuses, and more values."""
+def constraint(m):
+    """Whether an `Annotated` metadata item only constrains the value (`Field(ge=...)`,
+    `max_length`)."""
     import annotated_types
 
-    def plain(m):
-        if isinstance(m, pydantic.fields.FieldInfo):
-            return all(isinstance(x, annotated_types.BaseMetadata) for x in m.metadata)
-        return isinstance(m, annotated_types.BaseMetadata)
+    if isinstance(m, pydantic.fields.FieldInfo):
+        return all(isinstance(x, annotated_types.BaseMetadata) for x in m.metadata)
+    return isinstance(m, annotated_types.BaseMetadata)
 
-    return all(plain(m) for m in a.__metadata__)
+
+def constraints_only(a):
+    """Whether an `Annotated` type only constrains its value: it then refuses every JSON
+    kind its inner type refuses, and more values."""
+    return all(constraint(m) for m in a.__metadata__)
 
 
 def length_bounds(a):
@@ -172,16 +175,13 @@ def transparent(a):
     """Whether an `Annotated` element type accepts the kinds of its inner type: its metadata
     only constrain values, describe them for the OpenAI SDK (`PropertyInfo`, which pydantic
     ignores), or validate them with a pass-through validator."""
-    import annotated_types
 
     def harmless(m):
-        if isinstance(m, pydantic.fields.FieldInfo):
-            return all(isinstance(x, annotated_types.BaseMetadata) for x in m.metadata)
         if type(m).__name__ == "PropertyInfo":
             return True
         if type(m).__name__ in ("BeforeValidator", "WrapValidator", "PlainValidator"):
             return getattr(m.func, "__name__", "") in PASS_THROUGH
-        return isinstance(m, annotated_types.BaseMetadata)
+        return constraint(m)
 
     return all(harmless(m) for m in a.__metadata__)
 
