@@ -1,36 +1,84 @@
-//! Writing a list of buffers with as few system calls as it takes, for both HTTP/1.1 sides
-//! (to clients, [`crate::http1`]; to upstreams, [`crate::upstream`]): buffers of a few KiB in
-//! all are copied into one and written with a plain write (`send(2)` on a socket), larger
-//! ones with one vectored write (`writev(2)`) when the socket takes them all.
+//! Writing with as few system calls as it takes, for both HTTP/1.1 sides (to clients,
+//! [`crate::http1`]; to upstreams, [`crate::upstream`]): a [`Gather`] copies small pieces
+//! (heads, small body frames) together and keeps large ones by reference; one buffer is
+//! written with a plain write (`send(2)` on a socket), several with one vectored write
+//! (`writev(2)`) when the socket takes them all.
 //!
 //! On Linux, `writev` on a TCP socket takes the file-system write path (`vfs_writev`) before
 //! the socket's, and costs the kernel about 0.2 µs more per call than `send` with the same
-//! bytes (BENCHMARKS.md, item 47); copying 8 KiB costs less than that.
+//! bytes (BENCHMARKS.md, item 47): a 2 KB request and its response go out with one `send`
+//! each.
 
 use std::io::IoSlice;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 /// Up to this many buffers are described on the stack; more take an allocation.
 const INLINE: usize = 16;
-/// Buffers of at most this many bytes in all are copied into one and written plainly.
-const COALESCE: usize = 8 << 10;
+/// Pieces up to this size are copied into the gathering buffer; larger ones are written
+/// from where they are.
+const COPY_MAX: usize = 16 << 10;
+
+/// Bytes waiting to be written: small pieces copied together, large ones by reference. Its
+/// buffer is kept from one write to the next.
+#[derive(Default)]
+pub(crate) struct Gather {
+    pending: Vec<Bytes>,
+    scratch: BytesMut,
+    len: usize,
+}
+
+impl Gather {
+    /// Adds a copy of `b`.
+    pub(crate) fn put(&mut self, b: &[u8]) {
+        self.scratch.extend_from_slice(b);
+        self.len += b.len();
+    }
+
+    /// Adds `b`: copied if small, else by reference.
+    pub(crate) fn put_bytes(&mut self, b: Bytes) {
+        if b.len() <= COPY_MAX {
+            self.put(&b);
+            return;
+        }
+        self.seal();
+        self.len += b.len();
+        self.pending.push(b);
+    }
+
+    /// The bytes gathered and not yet written.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The separate buffers a write would take now.
+    pub(crate) fn pieces(&self) -> usize {
+        self.pending.len() + usize::from(!self.scratch.is_empty())
+    }
+
+    fn seal(&mut self) {
+        if !self.scratch.is_empty() {
+            self.pending.push(self.scratch.split().freeze());
+        }
+    }
+
+    /// Writes everything gathered.
+    pub(crate) async fn flush<W: AsyncWrite + Unpin>(&mut self, io: &mut W) -> std::io::Result<()> {
+        self.seal();
+        write_all(io, &mut self.pending).await?;
+        self.len = 0;
+        Ok(())
+    }
+}
 
 /// Writes every buffer in `bufs`, then empties it.
-pub(crate) async fn write_all<W: AsyncWrite + Unpin>(
+async fn write_all<W: AsyncWrite + Unpin>(
     io: &mut W,
     bufs: &mut Vec<Bytes>,
 ) -> std::io::Result<()> {
-    let total: usize = bufs.iter().map(Bytes::len).sum();
     if let [one] = &bufs[..] {
         io.write_all(one).await?;
-    } else if total <= COALESCE {
-        let mut joined = Vec::with_capacity(total);
-        for b in bufs.iter() {
-            joined.extend_from_slice(b);
-        }
-        io.write_all(&joined).await?;
     } else {
         let mut inline = [IoSlice::new(&[]); INLINE];
         let mut spilled = Vec::new();
@@ -135,14 +183,40 @@ mod tests {
                     assert!(bufs.is_empty());
                     if step == 1 << 20 {
                         let calls = (io.plain, io.vectored);
-                        match (count, want.len() <= COALESCE) {
-                            (0, _) => assert_eq!(calls, (0, 0), "{what}"),
-                            (1, _) | (_, true) => assert_eq!(calls, (1, 0), "{what}"),
-                            (_, false) => assert_eq!(calls, (0, 1), "{what}"),
+                        match count {
+                            0 => assert_eq!(calls, (0, 0), "{what}"),
+                            1 => assert_eq!(calls, (1, 0), "{what}"),
+                            _ => assert_eq!(calls, (0, 1), "{what}"),
                         }
                     }
                 }
             }
         }
+    }
+
+    #[tokio::test]
+    async fn small_pieces_go_out_in_one_plain_write_and_large_ones_by_reference() {
+        let large = Bytes::from(vec![b'L'; COPY_MAX + 1]);
+        let mut out = Gather::default();
+        let mut io = Trickle {
+            step: usize::MAX,
+            ..Trickle::default()
+        };
+        out.put(b"head\r\n\r\n");
+        out.put_bytes(Bytes::from_static(b"small body"));
+        assert_eq!((out.len(), out.pieces()), (18, 1));
+        out.flush(&mut io).await.unwrap();
+        assert_eq!((io.plain, io.vectored, out.len()), (1, 0, 0));
+        assert_eq!(io.got, b"head\r\n\r\nsmall body");
+
+        io.got.clear();
+        out.put(b"a");
+        out.put_bytes(large.clone());
+        out.put(b"z");
+        assert_eq!(out.pieces(), 3);
+        out.flush(&mut io).await.unwrap();
+        assert_eq!((io.plain, io.vectored, out.pieces()), (1, 1, 0));
+        assert_eq!(io.got.len(), large.len() + 2);
+        assert!(io.got.starts_with(b"aL") && io.got.ends_with(b"Lz"));
     }
 }

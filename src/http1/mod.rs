@@ -34,7 +34,9 @@ use crate::listen::ConnInfo;
 use crate::reload::Live;
 use body::{Continue, Remaining, RequestBody, Shared};
 use head::{Fields, Framing};
-use write::{Asked, Out};
+use write::Asked;
+
+use crate::vectored::Gather;
 
 pub use body::BodyError;
 
@@ -56,7 +58,7 @@ pub async fn serve(
 ) {
     let (read, mut io) = stream.into_split();
     let shared = Shared::new(read);
-    let mut out = Out::default();
+    let mut out = Gather::default();
     let mut fields = Fields::default();
     let stopping = drain.clone();
     let mut draining = pin!(async move {

@@ -14,16 +14,13 @@ use std::task::Poll;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
-use bytes::{Bytes, BytesMut};
 use http::{header, Response, StatusCode, Version};
 use http_body::Body as _;
 use tokio::net::tcp::OwnedWriteHalf;
 
 use super::body::Shared;
+use crate::vectored::Gather;
 
-/// Body frames up to this size are copied into the write buffer; larger ones are written
-/// from where they are.
-const COPY_MAX: usize = 16 << 10;
 /// Bytes gathered before they are written even though more frames are ready.
 const WRITE_BATCH: usize = 256 << 10;
 
@@ -45,50 +42,11 @@ pub(super) struct Asked {
     pub(super) keep_alive: bool,
 }
 
-/// Bytes waiting to be written: small pieces copied together, large ones by reference.
-#[derive(Default)]
-pub(super) struct Out {
-    pending: Vec<Bytes>,
-    scratch: BytesMut,
-    len: usize,
-}
-
-impl Out {
-    fn put(&mut self, b: &[u8]) {
-        self.scratch.extend_from_slice(b);
-        self.len += b.len();
-    }
-
-    fn put_bytes(&mut self, b: Bytes) {
-        if b.len() <= COPY_MAX {
-            self.put(&b);
-            return;
-        }
-        self.seal();
-        self.len += b.len();
-        self.pending.push(b);
-    }
-
-    fn seal(&mut self) {
-        if !self.scratch.is_empty() {
-            self.pending.push(self.scratch.split().freeze());
-        }
-    }
-
-    /// Writes everything gathered, with as few system calls as it takes.
-    pub(super) async fn flush(&mut self, io: &mut OwnedWriteHalf) -> std::io::Result<()> {
-        self.seal();
-        crate::vectored::write_all(io, &mut self.pending).await?;
-        self.len = 0;
-        Ok(())
-    }
-}
-
 /// Writes `res` for a request as `asked` says; whether the connection can carry another
 /// request after it (`Err` when the client went away or a write failed).
 pub(super) async fn respond(
     io: &mut OwnedWriteHalf,
-    out: &mut Out,
+    out: &mut Gather,
     shared: &Shared,
     res: Response<Body>,
     asked: Asked,
@@ -155,19 +113,19 @@ pub(super) async fn respond(
         // Frames that are ready are gathered; the gathered bytes are written once the body
         // has to be waited for, or once there are enough of them.
         let next = poll_fn(|cx| {
-            if out.len < WRITE_BATCH {
+            if out.len() < WRITE_BATCH {
                 if let Poll::Ready(frame) = std::pin::Pin::new(&mut body).poll_frame(cx) {
                     return Poll::Ready(Some(frame));
                 }
             }
-            if out.len > 0 || shared.lock().poll_gone(cx) {
+            if out.len() > 0 || shared.lock().poll_gone(cx) {
                 return Poll::Ready(None);
             }
             Poll::Pending
         })
         .await;
         let frame = match next {
-            None if out.len > 0 => {
+            None if out.len() > 0 => {
                 out.flush(io).await.map_err(drop)?;
                 continue;
             }
@@ -223,7 +181,7 @@ pub(super) async fn respond(
 }
 
 /// Writes a bodiless response that refuses a request head, and says the connection closes.
-pub(super) async fn refuse(io: &mut OwnedWriteHalf, out: &mut Out, status: StatusCode) {
+pub(super) async fn refuse(io: &mut OwnedWriteHalf, out: &mut Gather, status: StatusCode) {
     status_line(out, Version::HTTP_11, status);
     field(out, b"content-length", b"0");
     field(out, b"date", &date());
@@ -235,7 +193,7 @@ pub(super) async fn refuse(io: &mut OwnedWriteHalf, out: &mut Out, status: Statu
 /// The `100 Continue` interim response.
 pub(super) const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
-fn status_line(out: &mut Out, version: Version, status: StatusCode) {
+fn status_line(out: &mut Gather, version: Version, status: StatusCode) {
     out.put(if version == Version::HTTP_10 {
         b"HTTP/1.0 "
     } else {
@@ -247,7 +205,7 @@ fn status_line(out: &mut Out, version: Version, status: StatusCode) {
     out.put(b"\r\n");
 }
 
-fn field(out: &mut Out, name: &[u8], value: &[u8]) {
+fn field(out: &mut Gather, name: &[u8], value: &[u8]) {
     out.put(name);
     out.put(b": ");
     out.put(value);

@@ -24,7 +24,7 @@ use tokio::net::TcpStream;
 use tokio_util::either::Either;
 
 use crate::chunked::{Chunked, Step};
-use crate::vectored::write_all;
+use crate::vectored::Gather;
 
 /// The longest response head accepted.
 const MAX_HEAD: usize = 64 << 10;
@@ -49,10 +49,12 @@ pub(super) enum Failure {
 /// A TCP connection (`Left`), or TLS over one (`Right`).
 pub(super) type Stream = Either<TcpStream, Box<tokio_rustls::client::TlsStream<TcpStream>>>;
 
-/// One upstream connection and the bytes read from it that no response has used yet.
+/// One upstream connection, the bytes read from it that no response has used yet, and the
+/// buffer its requests are written from.
 pub(super) struct Conn {
     io: Stream,
     buf: BytesMut,
+    out: Gather,
 }
 
 impl Conn {
@@ -61,6 +63,7 @@ impl Conn {
         Conn {
             io,
             buf: BytesMut::with_capacity(READ_SIZE),
+            out: Gather::default(),
         }
     }
 
@@ -98,32 +101,35 @@ impl Conn {
             .exact()
             .or_else(|| crate::body::declared_length(&parts.headers));
         let chunked = declared.is_none() && !body.is_end_stream();
-        let mut head = Vec::with_capacity(512);
-        head.extend_from_slice(parts.method.as_str().as_bytes());
-        head.push(b' ');
-        let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        head.extend_from_slice(target.as_bytes());
-        head.extend_from_slice(b" HTTP/1.1\r\n");
+        let out = &mut self.out;
+        out.put(parts.method.as_str().as_bytes());
+        out.put(b" ");
+        out.put(
+            parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .as_bytes(),
+        );
+        out.put(b" HTTP/1.1\r\n");
         for (name, value) in &parts.headers {
             if name != header::CONTENT_LENGTH && !set.iter().any(|(n, _)| n == name) {
-                push_field(&mut head, name.as_str().as_bytes(), value.as_bytes());
+                put_field(out, name.as_str().as_bytes(), value.as_bytes());
             }
         }
         for (name, value) in set {
-            push_field(&mut head, name.as_str().as_bytes(), value.as_bytes());
+            put_field(out, name.as_str().as_bytes(), value.as_bytes());
         }
         let had_length = parts.headers.contains_key(header::CONTENT_LENGTH);
         match declared {
             Some(n) if n > 0 || had_length || !bodiless(&parts.method) => {
-                push_field(&mut head, b"content-length", n.to_string().as_bytes());
+                put_field(out, b"content-length", n.to_string().as_bytes());
             }
-            _ if chunked => push_field(&mut head, b"transfer-encoding", b"chunked"),
+            _ if chunked => put_field(out, b"transfer-encoding", b"chunked"),
             _ => {}
         }
-        head.extend_from_slice(b"\r\n");
+        out.put(b"\r\n");
 
-        let mut out = vec![Bytes::from(head)];
-        let mut batched = 0;
         let mut sent = 0u64;
         loop {
             // Whatever is ready goes out together; before waiting for more, what is held is
@@ -131,9 +137,8 @@ impl Conn {
             let frame = match futures_util::FutureExt::now_or_never(body.frame()) {
                 Some(frame) => frame,
                 None => {
-                    write_all(&mut self.io, &mut out).await.map_err(reset)?;
+                    self.out.flush(&mut self.io).await.map_err(reset)?;
                     self.io.flush().await.map_err(reset)?; // TLS may hold what was written
-                    batched = 0;
                     body.frame().await
                 }
             };
@@ -152,17 +157,16 @@ impl Conn {
                     declared.unwrap_or(0)
                 )));
             }
-            batched += data.len();
+            let out = &mut self.out;
             if chunked {
-                out.push(Bytes::from(format!("{:x}\r\n", data.len())));
-                out.push(data);
-                out.push(Bytes::from_static(b"\r\n"));
+                out.put(format!("{:x}\r\n", data.len()).as_bytes());
+                out.put_bytes(data);
+                out.put(b"\r\n");
             } else {
-                out.push(data);
+                out.put_bytes(data);
             }
-            if batched >= WRITE_BATCH || out.len() >= 96 {
-                write_all(&mut self.io, &mut out).await.map_err(reset)?;
-                batched = 0;
+            if out.len() >= WRITE_BATCH || out.pieces() >= 96 {
+                out.flush(&mut self.io).await.map_err(reset)?;
             }
         }
         if declared.is_some_and(|n| n != sent) {
@@ -172,9 +176,9 @@ impl Conn {
             )));
         }
         if chunked {
-            out.push(Bytes::from_static(b"0\r\n\r\n"));
+            self.out.put(b"0\r\n\r\n");
         }
-        write_all(&mut self.io, &mut out).await.map_err(reset)?;
+        self.out.flush(&mut self.io).await.map_err(reset)?;
         self.io.flush().await.map_err(reset)
     }
 
@@ -509,11 +513,11 @@ impl<R: Reuse + Unpin> http_body::Body for Streamed<R> {
     }
 }
 
-fn push_field(head: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    head.extend_from_slice(name);
-    head.extend_from_slice(b": ");
-    head.extend_from_slice(value);
-    head.extend_from_slice(b"\r\n");
+fn put_field(out: &mut Gather, name: &[u8], value: &[u8]) {
+    out.put(name);
+    out.put(b": ");
+    out.put(value);
+    out.put(b"\r\n");
 }
 
 /// Methods whose requests carry no body unless they say so.
