@@ -396,11 +396,15 @@ impl Gateway {
         let (parts, body) = req.into_parts();
         let sent = Instant::now();
         let errors = &self.metrics.upstream_errors;
-        let res = upstream.forward(parts, body, conn, errors).await;
+        let res = upstream.forward(parts, body, conn, errors, sent).await;
+        let (res, answered) = match res {
+            Ok((res, arrived)) => (Ok(res), arrived),
+            Err(e) => (Err(e), Instant::now()),
+        };
         if let Err(GateError::UpstreamUnreachable { .. }) = &res {
             pool.connect_failed(upstream.authority());
         }
-        outcome.upstream_elapsed = Some(sent.elapsed());
+        outcome.upstream_elapsed = Some(answered - sent);
         outcome.outcome = "forwarded";
         res
     }

@@ -28,6 +28,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 use prometheus::IntCounterVec;
+use tokio::time::Instant;
 
 use crate::config;
 use crate::error::GateError;
@@ -76,15 +77,17 @@ impl Upstream {
         }
     }
 
-    /// Forwards a request (its body as given) and returns the streaming response. Failures
-    /// (before the headers, and of the body after them) are counted in `errors` by kind.
+    /// Forwards a request (its body as given) sent at `sent`, and returns the streaming
+    /// response and when its head arrived. Failures (before the headers, and of the body
+    /// after them) are counted in `errors` by kind.
     pub async fn forward(
         &self,
         mut parts: http::request::Parts,
         body: Body,
         conn: &ConnInfo,
         errors: &IntCounterVec,
-    ) -> Result<Response<Body>, GateError> {
+        sent: Instant,
+    ) -> Result<(Response<Body>, Instant), GateError> {
         // The connection writes the URI's path and query (origin form); an HTTP/2 client's
         // authority is sent as `Host` (`host::replacement`), its scheme not at all.
         // First: a client's `Connection: host` must not remove the Host set below.
@@ -95,18 +98,22 @@ impl Upstream {
         let forwarded = forwarded(&parts.headers, conn.remote_ip());
         parts.version = http::Version::HTTP_11;
         match self
-            .send(Request::from_parts(parts, body), &forwarded)
+            .send(Request::from_parts(parts, body), &forwarded, sent)
             .await
         {
-            Ok(res) => Ok(res.map(|inner| {
-                Body::new(Watched {
-                    inner,
-                    idle: self.response_timeout,
-                    waiting: Some(tokio::time::Instant::now()),
-                    deadline: None,
-                    errors: errors.clone(),
-                })
-            })),
+            Ok(res) => {
+                let arrived = Instant::now();
+                let res = res.map(|inner| {
+                    Body::new(Watched {
+                        inner,
+                        idle: self.response_timeout,
+                        waiting: Some(arrived),
+                        deadline: None,
+                        errors: errors.clone(),
+                    })
+                });
+                Ok((res, arrived))
+            }
             Err((e, kind)) => {
                 if let Some(kind) = kind {
                     errors.with_label_values(&[kind]).inc();
@@ -116,15 +123,17 @@ impl Upstream {
         }
     }
 
-    /// Sends a request and maps failures to [`GateError`] and their `kind` label (none when
-    /// the request's own body failed: the client broke off its upload).
+    /// Sends a request at `now` and maps failures to [`GateError`] and their `kind` label
+    /// (none when the request's own body failed: the client broke off its upload).
     async fn send(
         &self,
         req: Request<Body>,
         set: &[(HeaderName, HeaderValue)],
+        now: Instant,
     ) -> Result<Response<Leased>, (GateError, Option<&'static str>)> {
-        let sent = std::pin::pin!(self.conns.send(req, set));
-        let res = match tokio::time::timeout(self.response_timeout, sent).await {
+        let sent = std::pin::pin!(self.conns.send(req, set, now));
+        let due = now + self.response_timeout;
+        let res = match tokio::time::timeout_at(due, sent).await {
             Err(_) => {
                 let e = GateError::UpstreamTimeout {
                     upstream: self.authority.to_string(),
@@ -166,7 +175,10 @@ impl Upstream {
             .body(Body::empty())
             .map_err(|e| self.failed(e.to_string()))?;
         let fetch = async {
-            let res = self.send(req, &[]).await.map_err(|(e, _)| e)?;
+            let res = self
+                .send(req, &[], Instant::now())
+                .await
+                .map_err(|(e, _)| e)?;
             let status = res.status();
             let body = axum::body::to_bytes(Body::new(res.into_body()), 16 << 20)
                 .await
@@ -245,7 +257,7 @@ struct Watched {
     idle: Duration,
     /// Since when the gateway has been waiting for the next frame (not while the client is
     /// slow to take the last one): from the headers, then from the first poll after a frame.
-    waiting: Option<tokio::time::Instant>,
+    waiting: Option<Instant>,
     /// At or before `waiting + idle`; moved on lazily when it fires early. Armed the first
     /// time a frame is not ready (a JSON response that came with its head never needs it).
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -277,7 +289,7 @@ impl http_body::Body for Watched {
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => loop {
-                let since = *this.waiting.get_or_insert_with(tokio::time::Instant::now);
+                let since = *this.waiting.get_or_insert_with(Instant::now);
                 let due = since + this.idle;
                 let deadline = this
                     .deadline
@@ -285,7 +297,7 @@ impl http_body::Body for Watched {
                 if deadline.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
-                if due > tokio::time::Instant::now() {
+                if due > Instant::now() {
                     deadline.as_mut().reset(due);
                     continue;
                 }

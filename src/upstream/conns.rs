@@ -129,13 +129,14 @@ impl Conns {
 
     /// Sends `req` (its URI in origin form), with the fields of `set` in place of its own of
     /// the same names, and returns the response, whose body reads the rest from the
-    /// connection.
+    /// connection. `now` is the time of the call, read by the caller.
     pub(super) async fn send(
         self: &Arc<Self>,
         req: Request<Body>,
         set: &[(HeaderName, HeaderValue)],
+        now: Instant,
     ) -> Result<Response<Leased>, SendError> {
-        let conn = match self.checkout() {
+        let conn = match self.checkout(now) {
             Some(conn) => conn,
             // Boxed: connecting is rare, and its future would otherwise size every request's.
             None => Box::pin(self.connect()).await?,
@@ -177,12 +178,11 @@ impl Conns {
         shard.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The most recently used open connection this thread opened, if any.
-    fn checkout(&self) -> Option<Conn> {
+    /// The most recently used open connection this thread opened, if any, at `now`.
+    fn checkout(&self, now: Instant) -> Option<Conn> {
         let me = worker();
         let mut idle = self.idle();
         // Oldest first (check-ins push at the back): drop the expired ones from the front.
-        let now = Instant::now();
         while idle
             .front()
             .is_some_and(|i| now.duration_since(i.since) >= self.idle_timeout)
@@ -307,7 +307,7 @@ mod tests {
             .header("host", "x")
             .body(Body::empty())
             .unwrap();
-        let Ok(res) = conns.send(req, &[]).await else {
+        let Ok(res) = conns.send(req, &[], Instant::now()).await else {
             panic!("no response");
         };
         res.into_body().collect().await.unwrap().to_bytes()
@@ -333,7 +333,7 @@ mod tests {
         let (target, _accepted) = upstream(100).await;
         let conns = conns(&target, Duration::from_secs(60));
         let req = Request::get("/").body(Body::empty()).unwrap();
-        let Ok(res) = conns.send(req, &[]).await else {
+        let Ok(res) = conns.send(req, &[], Instant::now()).await else {
             panic!("no response");
         };
         drop(res);
@@ -381,12 +381,12 @@ mod tests {
         let other = conns.clone();
         let taken = std::thread::spawn(move || {
             on_worker_thread();
-            other.checkout().is_some()
+            other.checkout(Instant::now()).is_some()
         })
         .join()
         .unwrap();
         assert!(!taken, "another worker's runtime never gets this socket");
-        assert!(conns.checkout().is_some());
+        assert!(conns.checkout(Instant::now()).is_some());
     }
 
     #[tokio::test]
