@@ -19,14 +19,20 @@ const INLINE: usize = 16;
 /// Pieces up to this size are copied into the gathering buffer; larger ones are written
 /// from where they are.
 const COPY_MAX: usize = 16 << 10;
+/// A gathering buffer that took more than this between two writes is let go after the
+/// write, so that a connection (an idle pooled one too) keeps at most this much.
+const KEEP: usize = 64 << 10;
 
 /// Bytes waiting to be written: small pieces copied together, large ones by reference. Its
-/// buffer is kept from one write to the next.
+/// buffer is kept from one write to the next, unless it grew past [`KEEP`].
 #[derive(Default)]
 pub(crate) struct Gather {
     pending: Vec<Bytes>,
     scratch: BytesMut,
+    /// Bytes gathered since the last write.
     len: usize,
+    /// Of them, bytes copied into `scratch`.
+    copied: usize,
 }
 
 impl Gather {
@@ -34,6 +40,7 @@ impl Gather {
     pub(crate) fn put(&mut self, b: &[u8]) {
         self.scratch.extend_from_slice(b);
         self.len += b.len();
+        self.copied += b.len();
     }
 
     /// Adds `b`: copied if small, else by reference.
@@ -67,7 +74,11 @@ impl Gather {
     pub(crate) async fn flush<W: AsyncWrite + Unpin>(&mut self, io: &mut W) -> std::io::Result<()> {
         self.seal();
         write_all(io, &mut self.pending).await?;
+        if self.copied > KEEP {
+            self.scratch = BytesMut::new();
+        }
         self.len = 0;
+        self.copied = 0;
         Ok(())
     }
 }
@@ -218,5 +229,28 @@ mod tests {
         assert_eq!((io.plain, io.vectored, out.pieces()), (1, 1, 0));
         assert_eq!(io.got.len(), large.len() + 2);
         assert!(io.got.starts_with(b"aL") && io.got.ends_with(b"Lz"));
+    }
+
+    #[tokio::test]
+    async fn a_buffer_that_grew_large_is_let_go_after_its_write() {
+        let mut out = Gather::default();
+        let mut io = Trickle {
+            step: usize::MAX,
+            ..Trickle::default()
+        };
+        let pieces = KEEP / COPY_MAX + 1;
+        for _ in 0..pieces {
+            out.put_bytes(Bytes::from(vec![b'x'; COPY_MAX]));
+        }
+        out.flush(&mut io).await.unwrap();
+        assert_eq!(io.got.len(), pieces * COPY_MAX);
+        // What the next request gathers starts in a small buffer, not in what is left of
+        // the large one.
+        out.put(b"a small head");
+        assert!(
+            out.scratch.capacity() < COPY_MAX,
+            "{}",
+            out.scratch.capacity()
+        );
     }
 }
