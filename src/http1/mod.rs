@@ -32,11 +32,10 @@ use tokio::time::Instant;
 
 use crate::listen::ConnInfo;
 use crate::reload::Live;
+use crate::vectored::Gather;
 use body::{Continue, Remaining, RequestBody, Shared};
 use head::{Fields, Framing};
 use write::Asked;
-
-use crate::vectored::Gather;
 
 pub use body::BodyError;
 
