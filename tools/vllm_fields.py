@@ -260,11 +260,8 @@ def simple(ann):
             tys.append(ty)
     # One entry per list type: a list is refused when no list type takes all its elements.
     for kinds, (lo, hi) in lists:
-        if (lo, hi) == (0, None):
-            tys.append(f"List({kinds_expr(kinds)})")
-        else:
-            hi = "usize::MAX" if hi is None else hi
-            tys.append(f"BoundedList({kinds_expr(kinds)}, {lo}, {hi})")
+        hi = "usize::MAX" if hi is None else hi
+        tys.append(f"List({kinds_expr(kinds)}, {lo}, {hi})")
     if words and "Str" not in tys:
         tys.append("Literal(&[" + ", ".join(f'"{w}"' for w in words) + "])")
     base = lambda t: t.split("(")[0]

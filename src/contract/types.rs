@@ -22,11 +22,10 @@ pub(super) enum Ty {
     /// Rust text: from JSON a string that encodes as UTF-8 (no lone surrogate).
     Bytes,
     /// A list whose elements may be of these kinds (pydantic certainly refuses an element of
-    /// another kind; `KindSet::ANY` when the element type does not decide it).
-    List(KindSet),
-    /// A list as [`Ty::List`] with at least and at most this many elements
-    /// (`Annotated[list[...], Field(max_length=...)]`).
-    BoundedList(KindSet, usize, usize),
+    /// another kind; `KindSet::ANY` when the element type does not decide it), with at least
+    /// and at most this many elements (`Field(min_length=..., max_length=...)`; else 0 and
+    /// `usize::MAX`).
+    List(KindSet, usize, usize),
     Dict,
     /// An empty object, which a before-validator turns into an empty list with `list()`
     /// (a non-empty one becomes the list of its keys, which the field's list refuses).
@@ -229,8 +228,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
     match m.kind {
         Kind::Null => true,
         Kind::Array { .. } => match ty {
-            Ty::List(accepted) => !m.elements.within(accepted),
-            Ty::BoundedList(accepted, lo, hi) => {
+            Ty::List(accepted, lo, hi) => {
                 !m.elements.within(accepted) || !(lo..=hi).contains(&m.len)
             }
             _ => true,
@@ -244,7 +242,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::Float => !m.coerce().float,
             Ty::Int => !m.coerce().int,
             Ty::Bool => m.coerce().bool.is_none(),
-            Ty::List(_) | Ty::BoundedList(..) | Ty::Dict | Ty::DictOfDicts | Ty::EmptyDict => true,
+            Ty::List(..) | Ty::Dict | Ty::DictOfDicts | Ty::EmptyDict => true,
             Ty::Str => false,
             Ty::Bytes => m.lone_surrogate() == Some(true),
             Ty::Literal(words) => m.is_one_of(words) == Some(false),
@@ -256,19 +254,13 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::Float => false,
             Ty::Str
             | Ty::Bytes
-            | Ty::List(_)
-            | Ty::BoundedList(..)
+            | Ty::List(..)
             | Ty::Dict
             | Ty::DictOfDicts
             | Ty::EmptyDict
             | Ty::Literal(_) => true,
         },
-        Kind::Bool(_) => {
-            dict || matches!(
-                ty,
-                Ty::Str | Ty::Bytes | Ty::List(_) | Ty::BoundedList(..) | Ty::Literal(_)
-            )
-        }
+        Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::Bytes | Ty::List(..) | Ty::Literal(_)),
     }
 }
 
