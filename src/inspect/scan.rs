@@ -610,12 +610,10 @@ impl Scanner<'_> {
 /// `NOT_INT` for a number or string token that pydantic's lax `int` refuses, else nothing.
 fn not_int(kind: Kind, token: &[u8]) -> KindSet {
     let scalar = matches!(kind, Kind::Number { .. } | Kind::Str { .. });
-    let plain_integer = matches!(kind, Kind::Number { .. })
-        && !token.iter().any(|b| matches!(b, b'.' | b'e' | b'E'));
-    if !scalar || plain_integer || super::coerce::of(kind, token).int {
-        KindSet::NONE
-    } else {
+    if scalar && !super::coerce::of(kind, token).int {
         KindSet::NOT_INT
+    } else {
+        KindSet::NONE
     }
 }
 
