@@ -35,10 +35,12 @@ use crate::error::GateError;
 use crate::listen::ConnInfo;
 
 mod conns;
+mod fields;
 mod h1;
 pub mod host;
 pub(crate) use conns::on_worker_thread;
 use conns::{Conns, Leased, SendError};
+pub use fields::ResponseFields;
 use h1::Failure;
 
 /// The upstream vLLM and the client that reaches it.
@@ -133,35 +135,31 @@ impl Upstream {
     ) -> Result<Response<Leased>, (GateError, Option<&'static str>)> {
         let sent = std::pin::pin!(self.conns.send(req, set, now));
         let due = now + self.response_timeout;
-        let res = match tokio::time::timeout_at(due, sent).await {
+        match tokio::time::timeout_at(due, sent).await {
             Err(_) => {
                 let e = GateError::UpstreamTimeout {
                     upstream: self.authority.to_string(),
                     millis: self.response_timeout.as_millis(),
                 };
-                return Err((e, Some("timeout")));
+                Err((e, Some("timeout")))
             }
             Ok(Err(SendError::Connect(reason))) => {
                 let unreachable = GateError::UpstreamUnreachable {
                     upstream: self.authority.to_string(),
                     reason,
                 };
-                return Err((unreachable, Some("connect")));
+                Err((unreachable, Some("connect")))
             }
-            Ok(Err(SendError::Failed(Failure::Reset(e)))) => {
-                return Err((self.failed(e), Some("reset")))
-            }
+            Ok(Err(SendError::Failed(Failure::Reset(e)))) => Err((self.failed(e), Some("reset"))),
             Ok(Err(SendError::Failed(Failure::Protocol(e)))) => {
-                return Err((self.failed(e), Some("protocol")))
+                Err((self.failed(e), Some("protocol")))
             }
             Ok(Err(SendError::Failed(Failure::ClientBody(e)))) => {
-                return Err((GateError::BodyRead(e), None))
+                Err((GateError::BodyRead(e), None))
             }
-            Ok(Ok(res)) => res,
-        };
-        let (mut parts, incoming) = res.into_parts();
-        remove_hop_by_hop(&mut parts.headers);
-        Ok(Response::from_parts(parts, incoming))
+            // Its hop-by-hop fields were left out as its head was read.
+            Ok(Ok(res)) => Ok(res),
+        }
     }
 
     /// A GET to the upstream with a short deadline (health checks, model discovery).

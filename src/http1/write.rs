@@ -19,6 +19,7 @@ use http_body::Body as _;
 use tokio::net::tcp::OwnedWriteHalf;
 
 use super::body::Shared;
+use crate::upstream::ResponseFields;
 use crate::vectored::Gather;
 
 /// Bytes gathered before they are written even though more frames are ready.
@@ -83,10 +84,21 @@ pub(super) async fn respond(
         }
         field(out, name.as_str().as_bytes(), value.as_bytes());
     }
+    // A forwarded response's own fields, as the upstream sent them (less hop-by-hop ones).
+    let upstream = parts.extensions.get::<ResponseFields>();
+    if let Some(fields) = upstream {
+        for piece in fields.pieces(&parts.headers, asked.head) {
+            out.put(piece);
+        }
+    }
+    let has = |name: header::HeaderName, says: fn(&ResponseFields) -> bool| {
+        parts.headers.contains_key(name) || upstream.is_some_and(says)
+    };
     // A HEAD answer made here says the length of the body it stands for (one from the
     // upstream keeps the upstream's field, and an empty body there says nothing).
-    let head_length = exact
-        .filter(|&n| n > 0 && asked.head && !parts.headers.contains_key(header::CONTENT_LENGTH));
+    let head_length = exact.filter(|&n| {
+        n > 0 && asked.head && !has(header::CONTENT_LENGTH, ResponseFields::has_length)
+    });
     match (framing, head_length) {
         (Framing::Length(n), _) | (Framing::None, Some(n)) => {
             field(out, b"content-length", itoa(n, &mut [0; 20]));
@@ -94,7 +106,7 @@ pub(super) async fn respond(
         (Framing::Chunked, _) => field(out, b"transfer-encoding", b"chunked"),
         _ => {}
     }
-    if !parts.headers.contains_key(header::DATE) {
+    if !has(header::DATE, ResponseFields::has_date) {
         field(out, b"date", &date());
     }
     match (keep_alive, asked.version) {
@@ -103,6 +115,9 @@ pub(super) async fn respond(
         (true, _) => {}
     }
     out.put(b"\r\n");
+    // The head's fields may share the upstream connection's read buffer: let it go now,
+    // before the connection is handed to another request.
+    drop(parts);
 
     if framing == Framing::None {
         out.flush(io).await.map_err(drop)?;

@@ -1,9 +1,10 @@
 //! HTTP/1.1 to the upstream, on one connection at a time, driven by the request's own task.
 //!
 //! A request is written whole (head and body, gathered into as few writes as the body's
-//! readiness allows), then the response head is read and parsed (`httparse`), and the body
-//! is read as the client takes it ([`Streamed`]), framed as RFC 9112 §6.3 says: none (HEAD,
-//! 1xx, 204, 304), chunked, `Content-Length`, or until the connection closes. A chunked
+//! readiness allows), then the response head is read and parsed (`httparse`; its fields are
+//! kept as the bytes they came in, [`super::fields`]), and the body is read as the client
+//! takes it ([`Streamed`]), framed as RFC 9112 §6.3 says: none (HEAD, 1xx, 204, 304),
+//! chunked, `Content-Length`, or until the connection closes. A chunked
 //! body's chunks that arrived in one read go to the client as one frame: an SSE burst costs
 //! one write, not one per event. Informational (1xx) responses are skipped.
 //!
@@ -15,7 +16,7 @@ use std::task::{ready, Context, Poll, Waker};
 
 use axum::body::Body;
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::BodyExt;
@@ -23,6 +24,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio_util::either::Either;
 
+use super::fields::Kept;
 use crate::chunked::{Chunked, Step};
 use crate::vectored::Gather;
 
@@ -228,65 +230,28 @@ impl Conn {
             let code = parsed.code.unwrap_or(0);
             let status = StatusCode::from_u16(code)
                 .map_err(|_| protocol(format!("invalid status code {code}")))?;
-            let http10 = parsed.version == Some(0);
-            let mut headers = HeaderMap::with_capacity(parsed.headers.len());
-            let mut present = Present::default();
-            for f in parsed.headers.iter() {
-                let name = HeaderName::from_bytes(f.name.as_bytes())
-                    .map_err(|_| protocol(format!("invalid header name {:?}", f.name)))?;
-                let value = HeaderValue::from_bytes(f.value)
-                    .map_err(|_| protocol(format!("invalid value of header {name}")))?;
-                present.note(&name);
-                headers.append(name, value);
-            }
-            self.buf.advance(len);
             if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
+                self.buf.advance(len);
                 continue;
             }
-            let framing =
-                Framing::of(method, status, &headers, present, http10).map_err(protocol)?;
+            // `http` takes names up to this long (and httparse every other one `http` does).
+            if let Some(f) = parsed
+                .headers
+                .iter()
+                .find(|f| f.name.len() > u16::MAX.into())
+            {
+                let name = &f.name[..32];
+                return Err(protocol(format!("header name {name:?}… too long")));
+            }
+            let http10 = parsed.version == Some(0);
+            let framing = Framing::of(method, status, parsed.headers, http10).map_err(protocol)?;
+            let kept = Kept::of(&self.buf[..len], parsed.headers);
+            let fields = kept.over(self.buf.split_to(len).freeze());
             let mut res = Response::new(());
             *res.status_mut() = status;
-            *res.headers_mut() = headers;
+            res.extensions_mut().insert(fields);
             return Ok(Some((res, framing)));
         }
-    }
-}
-
-/// Which framing fields a response head has, noted as its fields are parsed: the framing is
-/// then read without looking up the fields that are absent (most heads have one of three).
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Present {
-    connection: bool,
-    transfer_encoding: bool,
-    content_length: bool,
-}
-
-impl Present {
-    pub(super) fn note(&mut self, name: &HeaderName) {
-        if *name == header::CONNECTION {
-            self.connection = true;
-        } else if *name == header::TRANSFER_ENCODING {
-            self.transfer_encoding = true;
-        } else if *name == header::CONTENT_LENGTH {
-            self.content_length = true;
-        }
-    }
-
-    /// The values of `name`, one of the three, looked up only if the head has it.
-    fn values(
-        self,
-        headers: &HeaderMap,
-        name: HeaderName,
-    ) -> impl DoubleEndedIterator<Item = &HeaderValue> {
-        let seen = if name == header::CONNECTION {
-            self.connection
-        } else if name == header::TRANSFER_ENCODING {
-            self.transfer_encoding
-        } else {
-            self.content_length
-        };
-        seen.then(|| headers.get_all(name)).into_iter().flatten()
     }
 }
 
@@ -311,13 +276,17 @@ impl Framing {
     fn of(
         method: &Method,
         status: StatusCode,
-        headers: &HeaderMap,
-        present: Present,
+        fields: &[httparse::Header<'_>],
         http10: bool,
     ) -> Result<Framing, String> {
-        let close = present
-            .values(headers, header::CONNECTION)
-            .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        let values = |name: &'static str| {
+            fields
+                .iter()
+                .filter(move |f| f.name.eq_ignore_ascii_case(name))
+                .map(|f| f.value)
+        };
+        let close = values("connection")
+            .flat_map(|v| v.split(|b| *b == b','))
             .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
         // After a 101 the connection speaks another protocol: never reused. (mmgate drops
         // `Upgrade` from requests as hop-by-hop, so an upstream has no reason to send one.)
@@ -332,13 +301,10 @@ impl Framing {
                 keep_alive,
             });
         }
-        if let Some(last) = present
-            .values(headers, header::TRANSFER_ENCODING)
-            .next_back()
-        {
-            let chunked = crate::framing::ends_chunked(last.as_bytes());
+        if let Some(last) = values("transfer-encoding").next_back() {
+            let chunked = crate::framing::ends_chunked(last);
             // With both, Transfer-Encoding wins and the connection is not reused (RFC 9112 §6.3).
-            let reuse = keep_alive && !present.content_length;
+            let reuse = keep_alive && values("content-length").next().is_none();
             return Ok(match chunked {
                 true => Framing {
                     kind: Kind::Chunked(Chunked::default()),
@@ -351,8 +317,8 @@ impl Framing {
             });
         }
         let mut length = None;
-        for v in present.values(headers, header::CONTENT_LENGTH) {
-            for part in v.as_bytes().split(|b| *b == b',') {
+        for v in values("content-length") {
+            for part in v.split(|b| *b == b',') {
                 let n = std::str::from_utf8(part.trim_ascii())
                     .ok()
                     .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))

@@ -1,5 +1,6 @@
 use std::sync::{Arc, Mutex};
 
+use http::HeaderMap;
 use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -12,17 +13,17 @@ fn framing(
     fields: &[(&str, &str)],
     http10: bool,
 ) -> Result<Framing, String> {
-    let (mut h, mut present) = (HeaderMap::new(), Present::default());
-    for (n, v) in fields {
-        let name = HeaderName::from_bytes(n.as_bytes()).unwrap();
-        present.note(&name);
-        h.append(name, HeaderValue::from_str(v).unwrap());
-    }
+    let fields: Vec<httparse::Header> = fields
+        .iter()
+        .map(|(name, value)| httparse::Header {
+            name,
+            value: value.as_bytes(),
+        })
+        .collect();
     Framing::of(
         &method,
         StatusCode::from_u16(status).unwrap(),
-        &h,
-        present,
+        &fields,
         http10,
     )
 }

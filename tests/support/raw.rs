@@ -82,6 +82,19 @@ impl Conn {
     }
 
     pub async fn response_within(&mut self, within: Duration) -> Result<RawResponse, String> {
+        self.read_response(within, false).await
+    }
+
+    /// Reads one response to a HEAD request (a head, never a body) within [`VERDICT`].
+    pub async fn response_to_head(&mut self) -> Result<RawResponse, String> {
+        self.read_response(VERDICT, true).await
+    }
+
+    async fn read_response(
+        &mut self,
+        within: Duration,
+        to_head: bool,
+    ) -> Result<RawResponse, String> {
         let deadline = Instant::now() + within;
         let end = loop {
             if let Some(i) = find(&self.buf, b"\r\n\r\n") {
@@ -107,7 +120,7 @@ impl Conn {
             head,
             body: Vec::new(),
         };
-        if (100..200).contains(&status) || status == 204 || status == 304 {
+        if to_head || (100..200).contains(&status) || status == 204 || status == 304 {
             return Ok(res);
         }
         if let Some(n) = res.header("content-length") {

@@ -1,0 +1,168 @@
+//! An upstream response's header fields reach the client as the upstream sent them, less
+//! the hop-by-hop ones (the fixed list and those `Connection` names), with the gateway's own
+//! fields in place of any the upstream sent of the same names: over mmgate's HTTP/1.1 server
+//! (which writes the upstream's lines as they came, CRLF-ended) and over HTTP/2 (hyper).
+
+#[path = "support/raw.rs"]
+mod raw;
+mod support;
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use raw::{find, Conn};
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const CHAT: &str = "/v1/chat/completions";
+const KWARGS: &str = r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"num_crops":4}}"#;
+
+/// The answer's fields: mixed case, repeated, hop-by-hop, one named by `Connection`, a
+/// forged gateway field, and a line ended by a bare LF.
+const FIELDS: &str = "Server: raw-upstream\r\nX-Multi: a\r\nConnection: keep-alive, X-Hop\r\n\
+X-Hop: secret\r\nKeep-Alive: timeout=5\r\nContent-Type: application/json\r\n\
+X-Mmgate-Stripped: forged\r\nContent-Length: 11\r\nX-Multi: b\r\nProxy-Connection: x\r\n\
+X-Bare: lf\n";
+
+/// An upstream that answers every request with [`FIELDS`] (and, but to HEAD, a body).
+async fn upstream() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            tokio::spawn(answer(s));
+        }
+    });
+    addr
+}
+
+async fn answer(mut s: TcpStream) {
+    let mut buf = Vec::new();
+    loop {
+        let end = loop {
+            if let Some(i) = find(&buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            let mut chunk = [0u8; 4096];
+            match s.read(&mut chunk).await {
+                Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                _ => return,
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map_or(0, |v| v.trim().parse().unwrap());
+        while buf.len() < end + length {
+            let mut chunk = [0u8; 4096];
+            match s.read(&mut chunk).await {
+                Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                _ => return,
+            }
+        }
+        buf.drain(..end + length);
+        let body = if head.starts_with("head ") {
+            ""
+        } else {
+            r#"{"ok":true}"#
+        };
+        let answer = format!("HTTP/1.1 200 OK\r\n{FIELDS}\r\n{body}");
+        if s.write_all(answer.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn start() -> mmgate::server::Running {
+    let up = upstream().await;
+    let policy = "[upstream]\nurl = \"{UP}\"\n[gate]\ndefault = \"strip\"\n";
+    gateway_with(policy, &[("UP", format!("http://{up}"))], None).await
+}
+
+/// The field lines of a raw head, less `date` (the gateway adds one).
+fn lines(head: &str) -> Vec<&str> {
+    head.split("\r\n")
+        .skip(1)
+        .filter(|l| !l.to_ascii_lowercase().starts_with("date:"))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_http11_client_gets_the_upstreams_lines_as_they_came_less_the_hop_by_hop_ones() {
+    let gw = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    let post = format!(
+        "POST {CHAT} HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{KWARGS}",
+        KWARGS.len()
+    );
+    c.write(post.as_bytes()).await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.head);
+    assert_eq!(r.text(), r#"{"ok":true}"#);
+    let mut got = lines(&r.head);
+    got.sort_unstable();
+    let mut want = vec![
+        "Server: raw-upstream",
+        "X-Multi: a",
+        "Content-Type: application/json",
+        "X-Multi: b",
+        "X-Bare: lf",
+        "x-mmgate-stripped: mm_processor_kwargs",
+        "content-length: 11",
+    ];
+    want.sort_unstable();
+    assert_eq!(got, want, "{}", r.head);
+    let multi: Vec<_> = lines(&r.head)
+        .into_iter()
+        .filter(|l| l.starts_with("X-Multi"))
+        .collect();
+    assert_eq!(
+        multi,
+        ["X-Multi: a", "X-Multi: b"],
+        "same-name fields keep their order"
+    );
+    assert_eq!(r.head.matches("\r\ndate: ").count(), 1, "{}", r.head);
+
+    // HEAD: the upstream's own Content-Length stands for the body it did not send.
+    c.write(b"HEAD /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n")
+        .await;
+    let r = c.response_to_head().await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.head);
+    assert_eq!(r.header("content-length"), Some("11"), "{}", r.head);
+    assert_eq!(r.head.matches("ontent-").count(), 2, "{}", r.head);
+    assert!(
+        !r.head.contains("X-Hop") && !r.head.contains("Keep-Alive"),
+        "{}",
+        r.head
+    );
+}
+
+#[tokio::test]
+async fn an_http2_client_gets_the_same_fields() {
+    let gw = start().await;
+    let h2: Client<_, http_body_util::Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let req = http::Request::post(format!("http://{}{CHAT}", gw.addr))
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(Bytes::from(KWARGS)))
+        .unwrap();
+    let res = h2.request(req).await.unwrap();
+    assert_eq!(res.status(), 200);
+    let h = res.headers();
+    assert_eq!(h["server"], "raw-upstream");
+    assert_eq!(h.get_all("x-multi").iter().collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(h["content-type"], "application/json");
+    assert_eq!(h["x-bare"], "lf");
+    assert_eq!(h["x-mmgate-stripped"], "mm_processor_kwargs");
+    assert_eq!(h.get_all("x-mmgate-stripped").iter().count(), 1);
+    for gone in ["x-hop", "keep-alive", "connection", "proxy-connection"] {
+        assert!(!h.contains_key(gone), "{gone}: {h:?}");
+    }
+    assert!(h.contains_key("date"));
+}
