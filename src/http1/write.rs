@@ -115,8 +115,8 @@ pub(super) async fn respond(
         (true, _) => {}
     }
     out.put(b"\r\n");
-    // The head's fields may share the upstream connection's read buffer: let it go now,
-    // before the connection is handed to another request.
+    // A forwarded head's fields share the upstream connection's read buffer; while they
+    // live, that connection's next read takes a new buffer. Let them go now.
     drop(parts);
 
     if framing == Framing::None {

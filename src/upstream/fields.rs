@@ -45,14 +45,17 @@ pub(super) struct Kept {
 impl Kept {
     /// The lines of `fields` (parsed from `head`) to pass on.
     pub(super) fn of(head: &[u8], fields: &[httparse::Header<'_>]) -> Kept {
-        let connection = fields.iter().any(|f| is(f.name, "connection"));
+        // The names `Connection` lists (most heads have none, and nothing is allocated).
+        let named: Vec<&[u8]> = fields
+            .iter()
+            .filter(|f| is(f.name, "connection"))
+            .flat_map(|f| f.value.split(|&b| b == b','))
+            .map(|t| t.trim_ascii())
+            .collect();
         let named = |name: &str| {
-            connection
-                && fields
-                    .iter()
-                    .filter(|f| is(f.name, "connection"))
-                    .flat_map(|f| f.value.split(|&b| b == b','))
-                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(name.as_bytes()))
+            named
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(name.as_bytes()))
         };
         let mut kept = Kept {
             runs: Vec::with_capacity(fields.len()),

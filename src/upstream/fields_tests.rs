@@ -4,10 +4,31 @@ use super::*;
 fn kept(head: &[u8]) -> ResponseFields {
     let mut fields = [httparse::EMPTY_HEADER; 16];
     let mut parsed = httparse::Response::new(&mut fields);
-    let httparse::Status::Complete(len) = parsed.parse(head).unwrap() else {
+    let parser = super::super::h1::parser();
+    let httparse::Status::Complete(len) = parser.parse_response(&mut parsed, head).unwrap() else {
         panic!("a partial head");
     };
     Kept::of(&head[..len], parsed.headers).over(Bytes::copy_from_slice(&head[..len]))
+}
+
+/// What the lines are taken apart by relies on heads like these being refused.
+#[test]
+fn the_parser_refuses_spaced_names_folded_lines_and_bare_crs() {
+    for head in [
+        &b"HTTP/1.1 200 OK\r\nX-A : b\r\n\r\n"[..],
+        b"HTTP/1.1 200 OK\r\nX-A: b\r\n c\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX-A: b\rc\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX-A: b\r\n\tc\r\n\r\n",
+    ] {
+        let mut fields = [httparse::EMPTY_HEADER; 4];
+        let mut parsed = httparse::Response::new(&mut fields);
+        let parser = super::super::h1::parser();
+        assert!(
+            parser.parse_response(&mut parsed, head).is_err(),
+            "{}",
+            head.escape_ascii()
+        );
+    }
 }
 
 fn written(fields: &ResponseFields, own: &HeaderMap, with_length: bool) -> String {

@@ -37,6 +37,13 @@ const READ_SIZE: usize = 16 << 10;
 /// Request body bytes gathered before they are written.
 const WRITE_BATCH: usize = 256 << 10;
 
+/// How response heads are parsed: httparse's strict defaults (no space before a field's
+/// colon, no folded lines, no bare CR). [`super::fields`] relies on them: a field's name
+/// ends at its colon, and its line at the first LF after the name.
+pub(super) fn parser() -> httparse::ParserConfig {
+    httparse::ParserConfig::default()
+}
+
 /// Why a request got no response head.
 #[derive(Debug)]
 pub(super) enum Failure {
@@ -217,8 +224,7 @@ impl Conn {
             }
             let mut fields = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
             let mut parsed = httparse::Response::new(&mut []);
-            let config = httparse::ParserConfig::default();
-            let len = match config.parse_response_with_uninit_headers(
+            let len = match parser().parse_response_with_uninit_headers(
                 &mut parsed,
                 &self.buf,
                 &mut fields,

@@ -1,6 +1,8 @@
 use std::sync::{Arc, Mutex};
 
 use http::HeaderMap;
+
+use crate::upstream::ResponseFields;
 use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -299,6 +301,32 @@ async fn an_answer_that_is_not_http_is_a_protocol_failure() {
         conn.send(post(Body::from("{}")), &[]).await,
         Err(Failure::Reset(_))
     ));
+}
+
+#[tokio::test]
+async fn a_field_name_longer_than_http_takes_is_a_protocol_failure() {
+    // The head as if it had arrived whole (a read can end a head past MAX_HEAD).
+    let (mut conn, _seen) = upstream(vec![], true).await;
+    let head = |name_len: usize| {
+        let mut head = b"HTTP/1.1 200 OK\r\n".to_vec();
+        head.extend(std::iter::repeat_n(b'x', name_len));
+        head.extend(b": 1\r\ncontent-length: 0\r\n\r\n");
+        head
+    };
+    conn.buf.extend_from_slice(&head(usize::from(u16::MAX) + 1));
+    let parsed = conn.parse_head(&Method::GET);
+    assert!(matches!(parsed, Err(Failure::Protocol(e)) if e.contains("too long")));
+
+    conn.buf.clear();
+    conn.buf.extend_from_slice(&head(usize::from(u16::MAX)));
+    let (res, _) = conn.parse_head(&Method::GET).unwrap().unwrap();
+    let mut map = HeaderMap::new();
+    res.extensions()
+        .get::<ResponseFields>()
+        .unwrap()
+        .clone()
+        .into_map(&mut map);
+    assert_eq!(map.len(), 2, "the longest name http takes is kept");
 }
 
 /// A body that declares `declared` bytes and sends `sent`.
