@@ -11,6 +11,7 @@ use axum::body::Body;
 use crate::error::GateError;
 use crate::limits::Admission;
 use crate::pool::MemberGuard;
+use crate::upstream::ResponseFields;
 
 /// Counts one request in `mmgate_in_flight_requests` until dropped.
 pub(crate) struct InFlight(prometheus::IntGauge);
@@ -33,6 +34,9 @@ pub(crate) struct Held {
     pub(crate) _in_flight: InFlight,
     pub(crate) admission: Option<Admission>,
     pub(crate) member: Option<MemberGuard>,
+    /// A forwarded response's fields as the upstream sent them, until they are answered
+    /// with ([`crate::gateway::Answer`]).
+    pub(crate) upstream_fields: Option<ResponseFields>,
 }
 
 /// A response body that holds its request's [`Held`] until it ends or is dropped.

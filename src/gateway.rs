@@ -29,10 +29,31 @@ use crate::metrics::Metrics;
 use crate::pool::Pool;
 use crate::record::{ClientRequests, Outcome, Recorder};
 use crate::rewrite::{nullify, strip};
-use crate::upstream::{SliceBody, Upstream};
+use crate::upstream::{ResponseFields, SliceBody, Upstream};
 
 /// The response header that lists the fields mmgate removed.
 pub const STRIPPED_HEADER: &str = "x-mmgate-stripped";
+
+/// The gateway's answer to one request.
+pub struct Answer {
+    /// The response. A forwarded one's header map holds only the gateway's own fields.
+    pub response: Response<Body>,
+    /// A forwarded response's fields as the upstream sent them (less the hop-by-hop ones),
+    /// kept out of the header map so that they are written as they came.
+    pub upstream_fields: Option<ResponseFields>,
+}
+
+impl Answer {
+    /// The response with the upstream's fields in its header map (for hyper); the gateway's
+    /// own fields replace the upstream's of the same names.
+    pub fn into_response(self) -> Response<Body> {
+        let mut response = self.response;
+        if let Some(fields) = self.upstream_fields {
+            fields.into_map(response.headers_mut());
+        }
+        response
+    }
+}
 
 /// The running gateway: configuration, identity tables, pools, limiters, metrics and
 /// discovered facts.
@@ -157,11 +178,12 @@ impl Gateway {
     }
 
     /// Handles one request from a client connection.
-    pub async fn handle(&self, req: Request<Body>, conn: &ConnInfo) -> Response<Body> {
+    pub async fn handle(&self, req: Request<Body>, conn: &ConnInfo) -> Answer {
         let mut held = Held {
             _in_flight: InFlight::enter(&self.metrics.in_flight),
             admission: None,
             member: None,
+            upstream_fields: None,
         };
         let seq = self.ids.fetch_add(1, Ordering::Relaxed);
         let outcome = Outcome::start(req.headers(), req.uri().path(), conn, seq);
@@ -173,6 +195,7 @@ impl Gateway {
         );
         let outcome = &mut recorder.outcome;
         let res = self.serve(req, conn, outcome, &mut held).await;
+        let upstream_fields = held.upstream_fields.take().filter(|_| res.is_ok());
         let res = res.unwrap_or_else(|e| {
             outcome.refusal = e.refusal_reason();
             outcome.outcome = match e {
@@ -183,12 +206,16 @@ impl Gateway {
             e.to_response()
         });
         recorder.finish(res.status().as_u16());
-        res.map(|inner| {
+        let response = res.map(|inner| {
             Body::new(Tracked {
                 inner,
                 held: Some(held),
             })
-        })
+        });
+        Answer {
+            response,
+            upstream_fields,
+        }
     }
 
     /// Identify, take from the client's rate, then serve the route.
@@ -398,7 +425,10 @@ impl Gateway {
         let errors = &self.metrics.upstream_errors;
         let res = upstream.forward(parts, body, conn, errors, sent).await;
         let (res, answered) = match res {
-            Ok((res, arrived)) => (Ok(res), arrived),
+            Ok((res, fields, arrived)) => {
+                held.upstream_fields = Some(fields);
+                (Ok(res), arrived)
+            }
             Err(e) => (Err(e), Instant::now()),
         };
         if let Err(GateError::UpstreamUnreachable { .. }) = &res {

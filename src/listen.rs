@@ -29,7 +29,6 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::framing::{AmbiguousFraming, Progress, Watched};
 use crate::identify::PeerCertificate;
 use crate::reload::Live;
-use crate::upstream::ResponseFields;
 
 /// What is known about a client connection, attached to each of its requests.
 #[derive(Debug, Clone)]
@@ -326,11 +325,8 @@ where
         let conn = conn.clone();
         let progress = progress.clone();
         async move {
-            let mut res = gw.handle(req.map(Body::new), &conn).await;
             // hyper writes the header map: a forwarded response's fields join it.
-            if let Some(fields) = res.extensions_mut().remove::<ResponseFields>() {
-                fields.into_map(res.headers_mut());
-            }
+            let res = gw.handle(req.map(Body::new), &conn).await.into_response();
             Ok::<_, Infallible>(res.map(|inner| Answer { inner, progress }))
         }
     });

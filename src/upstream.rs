@@ -80,8 +80,9 @@ impl Upstream {
     }
 
     /// Forwards a request (its body as given) sent at `sent`, and returns the streaming
-    /// response and when its head arrived. Failures (before the headers, and of the body
-    /// after them) are counted in `errors` by kind.
+    /// response (its header map empty), its fields as the upstream sent them, and when its
+    /// head arrived. Failures (before the headers, and of the body after them) are counted
+    /// in `errors` by kind.
     pub async fn forward(
         &self,
         mut parts: http::request::Parts,
@@ -89,7 +90,7 @@ impl Upstream {
         conn: &ConnInfo,
         errors: &IntCounterVec,
         sent: Instant,
-    ) -> Result<(Response<Body>, Instant), GateError> {
+    ) -> Result<(Response<Body>, ResponseFields, Instant), GateError> {
         // The connection writes the URI's path and query (origin form); an HTTP/2 client's
         // authority is sent as `Host` (`host::replacement`), its scheme not at all.
         // First: a client's `Connection: host` must not remove the Host set below.
@@ -103,7 +104,7 @@ impl Upstream {
             .send(Request::from_parts(parts, body), &forwarded, sent)
             .await
         {
-            Ok(res) => {
+            Ok((res, fields)) => {
                 let arrived = Instant::now();
                 let res = res.map(|inner| {
                     Body::new(Watched {
@@ -114,7 +115,7 @@ impl Upstream {
                         errors: errors.clone(),
                     })
                 });
-                Ok((res, arrived))
+                Ok((res, fields, arrived))
             }
             Err((e, kind)) => {
                 if let Some(kind) = kind {
@@ -132,7 +133,7 @@ impl Upstream {
         req: Request<Body>,
         set: &[(HeaderName, HeaderValue)],
         now: Instant,
-    ) -> Result<Response<Leased>, (GateError, Option<&'static str>)> {
+    ) -> Result<(Response<Leased>, ResponseFields), (GateError, Option<&'static str>)> {
         let sent = std::pin::pin!(self.conns.send(req, set, now));
         let due = now + self.response_timeout;
         match tokio::time::timeout_at(due, sent).await {
@@ -173,7 +174,7 @@ impl Upstream {
             .body(Body::empty())
             .map_err(|e| self.failed(e.to_string()))?;
         let fetch = async {
-            let res = self
+            let (res, _) = self
                 .send(req, &[], Instant::now())
                 .await
                 .map_err(|(e, _)| e)?;

@@ -30,6 +30,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::gateway::Answer;
 use crate::listen::ConnInfo;
 use crate::reload::Live;
 use crate::vectored::Gather;
@@ -136,7 +137,7 @@ pub async fn serve(
         };
         let gateway = live.gateway();
         let answer = pin!(gateway.handle(head.request.map(|()| body), &conn));
-        let Some(res) = answer_or_gone(answer, &shared, &mut io).await else {
+        let Some(answer) = answer_or_gone(answer, &shared, &mut io).await else {
             // The client left (or `100 Continue` could not be sent): the request is dropped.
             return;
         };
@@ -152,7 +153,7 @@ pub async fn serve(
             head: is_head,
             keep_alive: head.keep_alive && body_done && !*stopping.borrow(),
         };
-        match write::respond(&mut io, &mut out, &shared, res, asked).await {
+        match write::respond(&mut io, &mut out, &shared, answer, asked).await {
             Ok(true) => wait_began = Instant::now(),
             Ok(false) => break,
             Err(()) => return,
@@ -163,11 +164,11 @@ pub async fn serve(
 
 /// Polls the gateway's `answer`, sending `100 Continue` when the body asks for it and
 /// watching for the client to leave once the body has been read; `None` if it left.
-async fn answer_or_gone<F: Future<Output = http::Response<Body>>>(
+async fn answer_or_gone<F: Future<Output = Answer>>(
     mut answer: Pin<&mut F>,
     shared: &Shared,
     io: &mut OwnedWriteHalf,
-) -> Option<http::Response<Body>> {
+) -> Option<Answer> {
     let mut sent = 0;
     poll_fn(|cx| {
         if let Poll::Ready(res) = answer.as_mut().poll(cx) {

@@ -13,12 +13,12 @@ use std::future::poll_fn;
 use std::task::Poll;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::body::Body;
-use http::{header, Response, StatusCode, Version};
+use http::{header, StatusCode, Version};
 use http_body::Body as _;
 use tokio::net::tcp::OwnedWriteHalf;
 
 use super::body::Shared;
+use crate::gateway::Answer;
 use crate::upstream::ResponseFields;
 use crate::vectored::Gather;
 
@@ -49,10 +49,11 @@ pub(super) async fn respond(
     io: &mut OwnedWriteHalf,
     out: &mut Gather,
     shared: &Shared,
-    res: Response<Body>,
+    answer: Answer,
     asked: Asked,
 ) -> Result<bool, ()> {
-    let (parts, mut body) = res.into_parts();
+    let (parts, mut body) = answer.response.into_parts();
+    let upstream = answer.upstream_fields;
     let status = parts.status;
     let mut keep_alive = asked.keep_alive
         && !parts
@@ -85,14 +86,13 @@ pub(super) async fn respond(
         field(out, name.as_str().as_bytes(), value.as_bytes());
     }
     // A forwarded response's own fields, as the upstream sent them (less hop-by-hop ones).
-    let upstream = parts.extensions.get::<ResponseFields>();
-    if let Some(fields) = upstream {
+    if let Some(fields) = &upstream {
         for piece in fields.pieces(&parts.headers, asked.head) {
             out.put(piece);
         }
     }
     let has = |name: header::HeaderName, says: fn(&ResponseFields) -> bool| {
-        parts.headers.contains_key(name) || upstream.is_some_and(says)
+        parts.headers.contains_key(name) || upstream.as_ref().is_some_and(says)
     };
     // A HEAD answer made here says the length of the body it stands for (one from the
     // upstream keeps the upstream's field, and an empty body there says nothing).
@@ -117,7 +117,7 @@ pub(super) async fn respond(
     out.put(b"\r\n");
     // A forwarded head's fields share the upstream connection's read buffer; while they
     // live, that connection's next read takes a new buffer. Let them go now.
-    drop(parts);
+    drop((parts, upstream));
 
     if framing == Framing::None {
         out.flush(io).await.map_err(drop)?;

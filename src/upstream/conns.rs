@@ -20,6 +20,7 @@ use http::{Request, Response};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use super::fields::ResponseFields;
 use super::h1::{Conn, Failure, Reuse, Stream, Streamed};
 
 /// Idle connections kept per member and worker thread at most (the oldest is closed first).
@@ -128,14 +129,15 @@ impl Conns {
     }
 
     /// Sends `req` (its URI in origin form), with the fields of `set` in place of its own of
-    /// the same names, and returns the response, whose body reads the rest from the
-    /// connection. `now` is the time of the call, read by the caller.
+    /// the same names, and returns the response (its status and body, which reads the rest
+    /// from the connection) and its fields. `now` is the time of the call, read by the
+    /// caller.
     pub(super) async fn send(
         self: &Arc<Self>,
         req: Request<Body>,
         set: &[(HeaderName, HeaderValue)],
         now: Instant,
-    ) -> Result<Response<Leased>, SendError> {
+    ) -> Result<(Response<Leased>, ResponseFields), SendError> {
         let conn = match self.checkout(now) {
             Some(conn) => conn,
             // Boxed: connecting is rare, and its future would otherwise size every request's.
@@ -143,7 +145,9 @@ impl Conns {
         };
         let (head, framing, conn) = conn.send(req, set).await.map_err(SendError::Failed)?;
         let body = Streamed::new(conn, framing, Checkin(Arc::downgrade(self)));
-        Ok(head.map(|()| body))
+        let mut res = Response::new(body);
+        *res.status_mut() = head.status;
+        Ok((res, head.fields))
     }
 
     async fn connect(&self) -> Result<Conn, SendError> {
@@ -307,7 +311,7 @@ mod tests {
             .header("host", "x")
             .body(Body::empty())
             .unwrap();
-        let Ok(res) = conns.send(req, &[], Instant::now()).await else {
+        let Ok((res, _)) = conns.send(req, &[], Instant::now()).await else {
             panic!("no response");
         };
         res.into_body().collect().await.unwrap().to_bytes()
@@ -333,7 +337,7 @@ mod tests {
         let (target, _accepted) = upstream(100).await;
         let conns = conns(&target, Duration::from_secs(60));
         let req = Request::get("/").body(Body::empty()).unwrap();
-        let Ok(res) = conns.send(req, &[], Instant::now()).await else {
+        let Ok((res, _)) = conns.send(req, &[], Instant::now()).await else {
             panic!("no response");
         };
         drop(res);

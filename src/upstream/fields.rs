@@ -3,7 +3,8 @@
 //! A forwarded response's fields are only passed on, so they are not parsed into a
 //! `HeaderMap` (a name lookup, a copy and an allocation per value, a hash per insertion, and
 //! all of it written out again field by field): the response head is kept as one shared
-//! slice of the connection's read buffer, with the runs of lines to pass on. The HTTP/1.1
+//! slice of the connection's read buffer, with the runs of lines to pass on. They travel
+//! beside the response, not in its extensions (a map allocated per response). The HTTP/1.1
 //! server writes the runs as they are; hyper (HTTP/2, TLS) gets them as a map
 //! ([`ResponseFields::into_map`]). The hop-by-hop fields (RFC 9110 §7.6.1: the fixed ones
 //! and those `Connection` names) are left out here.
@@ -15,9 +16,9 @@
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
-/// The fields of an upstream response head, less its hop-by-hop ones; carried in the
-/// response's extensions (its `HeaderMap` holds only the fields the gateway adds).
-#[derive(Clone, Debug)]
+/// The fields of an upstream response head, less its hop-by-hop ones; carried beside the
+/// response ([`crate::gateway::Answer`]), whose `HeaderMap` holds only the gateway's own.
+#[derive(Debug)]
 pub struct ResponseFields {
     /// The head's bytes, or the kept fields rewritten when a line did not end in CRLF.
     head: Bytes,

@@ -17,14 +17,14 @@ use std::task::{ready, Context, Poll, Waker};
 use axum::body::Body;
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{self, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, StatusCode};
 use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio_util::either::Either;
 
-use super::fields::Kept;
+use super::fields::{Kept, ResponseFields};
 use crate::chunked::{Chunked, Step};
 use crate::vectored::Gather;
 
@@ -42,6 +42,13 @@ const WRITE_BATCH: usize = 256 << 10;
 /// ends at its colon, and its line at the first LF after the name.
 pub(super) fn parser() -> httparse::ParserConfig {
     httparse::ParserConfig::default()
+}
+
+/// A response head: its status, and its fields as they came (less the hop-by-hop ones).
+#[derive(Debug)]
+pub(super) struct Head {
+    pub(super) status: StatusCode,
+    pub(super) fields: ResponseFields,
 }
 
 /// Why a request got no response head.
@@ -91,7 +98,7 @@ impl Conn {
         mut self,
         req: Request<Body>,
         set: &[(HeaderName, HeaderValue)],
-    ) -> Result<(Response<()>, Framing, Conn), Failure> {
+    ) -> Result<(Head, Framing, Conn), Failure> {
         let (parts, body) = req.into_parts();
         self.write_request(&parts, body, set).await?;
         let (head, framing) = self.read_head(&parts.method).await?;
@@ -191,7 +198,7 @@ impl Conn {
         self.io.flush().await.map_err(reset)
     }
 
-    async fn read_head(&mut self, method: &Method) -> Result<(Response<()>, Framing), Failure> {
+    async fn read_head(&mut self, method: &Method) -> Result<(Head, Framing), Failure> {
         loop {
             if let Some(head) = self.parse_head(method)? {
                 return Ok(head);
@@ -216,7 +223,7 @@ impl Conn {
     }
 
     /// The response head in the buffer, if whole; 1xx heads are consumed and skipped.
-    fn parse_head(&mut self, method: &Method) -> Result<Option<(Response<()>, Framing)>, Failure> {
+    fn parse_head(&mut self, method: &Method) -> Result<Option<(Head, Framing)>, Failure> {
         let protocol = |e: String| Failure::Protocol(e);
         loop {
             if self.buf.is_empty() {
@@ -253,10 +260,7 @@ impl Conn {
             let framing = Framing::of(method, status, parsed.headers, http10).map_err(protocol)?;
             let kept = Kept::of(&self.buf[..len], parsed.headers);
             let fields = kept.over(self.buf.split_to(len).freeze());
-            let mut res = Response::new(());
-            *res.status_mut() = status;
-            res.extensions_mut().insert(fields);
-            return Ok(Some((res, framing)));
+            return Ok(Some((Head { status, fields }, framing)));
         }
     }
 }

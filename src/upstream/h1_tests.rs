@@ -1,8 +1,6 @@
 use std::sync::{Arc, Mutex};
 
 use http::HeaderMap;
-
-use crate::upstream::ResponseFields;
 use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -174,7 +172,7 @@ async fn exchange(
     req: Request<Body>,
     pieces: Vec<&'static [u8]>,
     close: bool,
-) -> (Response<Bytes>, Option<HeaderMap>, String, usize) {
+) -> (http::Response<Bytes>, Option<HeaderMap>, String, usize) {
     exchange_setting(req, &[], pieces, close).await
 }
 
@@ -184,14 +182,15 @@ async fn exchange_setting(
     set: &[(HeaderName, HeaderValue)],
     pieces: Vec<&'static [u8]>,
     close: bool,
-) -> (Response<Bytes>, Option<HeaderMap>, String, usize) {
+) -> (http::Response<Bytes>, Option<HeaderMap>, String, usize) {
     let (conn, seen) = upstream(pieces, close).await;
     let kept = Kept::default();
     let (head, framing, conn) = conn.send(req, set).await.unwrap();
     let body = Streamed::new(conn, framing, kept.clone());
     let collected = body.collect().await.unwrap();
     let trailers = collected.trailers().cloned();
-    let res = head.map(|()| collected.to_bytes());
+    let mut res = http::Response::new(collected.to_bytes());
+    *res.status_mut() = head.status;
     let request = String::from_utf8(seen.await.unwrap()).unwrap();
     let reused = kept.0.lock().unwrap().len();
     (res, trailers, request, reused)
@@ -319,13 +318,9 @@ async fn a_field_name_longer_than_http_takes_is_a_protocol_failure() {
 
     conn.buf.clear();
     conn.buf.extend_from_slice(&head(usize::from(u16::MAX)));
-    let (res, _) = conn.parse_head(&Method::GET).unwrap().unwrap();
+    let (head, _) = conn.parse_head(&Method::GET).unwrap().unwrap();
     let mut map = HeaderMap::new();
-    res.extensions()
-        .get::<ResponseFields>()
-        .unwrap()
-        .clone()
-        .into_map(&mut map);
+    head.fields.into_map(&mut map);
     assert_eq!(map.len(), 2, "the longest name http takes is kept");
 }
 
