@@ -4,6 +4,10 @@
 //!
 //! Every chunk whole or begun in the buffer is decoded in one call, and their data is
 //! returned as one frame: an SSE burst costs one write downstream, not one per event.
+//!
+//! A decoder made with [`Chunked::passing`] checks the coding the same way but returns the
+//! chunks as they came (size lines, data and CRLFs; not the last chunk or the trailers):
+//! for an HTTP/1.1 client that is sent the same chunks, with no copy or re-encoding.
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -17,6 +21,8 @@ pub(crate) struct Chunked {
     state: State,
     trailers: Option<HeaderMap>,
     trailer_bytes: usize,
+    /// Whether the chunks are returned as they came, not their data.
+    passing: bool,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -36,7 +42,8 @@ enum State {
 
 /// What one decoding step found.
 pub(crate) enum Step {
-    /// The data of every chunk that was whole or begun in the buffer.
+    /// The data of every chunk that was whole or begun in the buffer (when passing: those
+    /// chunks, or what of them has come, as they came).
     Data(Bytes),
     /// The body ended (with these trailers).
     End(Option<HeaderMap>),
@@ -45,6 +52,19 @@ pub(crate) enum Step {
 }
 
 impl Chunked {
+    /// A decoder that returns the chunks as they came, checked but not decoded.
+    pub(crate) fn passing() -> Self {
+        Chunked {
+            passing: true,
+            ..Chunked::default()
+        }
+    }
+
+    /// Whether the decoder returns the chunks as they came.
+    pub(crate) fn is_passing(&self) -> bool {
+        self.passing
+    }
+
     /// Decodes what `buf` holds: the data of every chunk there, merged into one frame.
     pub(crate) fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, &'static str> {
         let mut out = Merged::default();
@@ -52,7 +72,7 @@ impl Chunked {
             match self.state {
                 State::Size => {
                     // Whole plain chunks first; what stops that pass is read below.
-                    burst(buf, &mut out);
+                    burst(buf, &mut out, self.passing);
                     let Some(end) = memchr::memchr(b'\n', buf) else {
                         if buf.len() > MAX_LINE {
                             return Err("chunk-size line too long");
@@ -60,7 +80,11 @@ impl Chunked {
                         break;
                     };
                     let size = chunk_size(&buf[..=end])?;
-                    buf.advance(end + 1);
+                    if self.passing && size > 0 {
+                        out.take_from(buf, end + 1, false);
+                    } else {
+                        buf.advance(end + 1);
+                    }
                     self.state = match size {
                         0 => State::Trailers,
                         n => State::Data(n),
@@ -85,7 +109,11 @@ impl Chunked {
                     if &buf[..2] != b"\r\n" {
                         return Err("chunk data not followed by CRLF");
                     }
-                    buf.advance(2);
+                    if self.passing {
+                        out.take_from(buf, 2, false);
+                    } else {
+                        buf.advance(2);
+                    }
                     self.state = State::Size;
                 }
                 State::End => {
@@ -189,34 +217,56 @@ impl Merged {
 /// Takes the whole chunks at the start of `buf` that have a bare size line (`HEX CRLF`) in
 /// one pass: an SSE burst, many small chunks in one read. Their data is moved down over the
 /// framing in place, then split off the buffer at once (or, when `out` already holds data,
-/// copied to it). It stops before a chunk that is not whole, has extensions, is the last
-/// one, or is malformed (the state machine takes those, and reports the errors), and before
-/// a large first piece (split off, not moved).
-fn burst(buf: &mut BytesMut, out: &mut Merged) {
+/// copied to it); when `passing`, the chunks are split off as they are. It stops before a
+/// chunk that is not whole, has extensions, is the last one, or is malformed (the state
+/// machine takes those, and reports the errors), and, unless passing, before a large first
+/// piece (split off, not moved).
+fn burst(buf: &mut BytesMut, out: &mut Merged, passing: bool) {
     let (mut pos, mut kept) = (0, 0);
-    while let Some((size, digits)) = hex_prefix(&buf[pos..]) {
-        // At most 15 hex digits: the size fits a 64-bit usize.
-        let n = usize::try_from(size).unwrap_or(usize::MAX);
-        let start = pos + digits + 2;
-        let first = kept == 0 && out.is_empty();
-        if n == 0 || buf.get(start - 2..start) != Some(b"\r\n") || (first && n >= SPLIT_MIN) {
+    while let Some((start, end)) = whole_chunk(buf, pos) {
+        let first = kept == 0 && out.is_empty() && !passing;
+        if first && end - start >= SPLIT_MIN {
             break;
         }
-        let Some(end) = start
-            .checked_add(n)
-            .filter(|&end| buf.get(end..).is_some_and(|r| r.starts_with(b"\r\n")))
-        else {
-            break;
-        };
-        buf.copy_within(start..end, kept);
-        kept += n;
+        if !passing {
+            buf.copy_within(start..end, kept);
+        }
+        kept += end - start;
         pos = end + 2;
     }
-    if kept > 0 {
+    if passing {
+        if pos > 0 {
+            out.take_from(buf, pos, true);
+        }
+    } else if kept > 0 {
         // Gathered at the front: split off whatever its length.
         out.take_from(buf, kept, true);
         buf.advance(pos - kept);
     }
+}
+
+/// The data (`start..end`) of the chunk at `pos` in `b`, if it is whole (its CRLF too), has
+/// a bare size line (`HEX CRLF`, at most 15 digits) and is not the last one.
+#[inline]
+fn whole_chunk(b: &[u8], pos: usize) -> Option<(usize, usize)> {
+    let (mut size, mut digits) = (0u64, 0);
+    for &c in b.get(pos..)?.iter().take(16) {
+        let value = HEX[usize::from(c)];
+        if value > 0xF {
+            break;
+        }
+        size = size << 4 | u64::from(value);
+        digits += 1;
+    }
+    // More than 15 digits, none, or the last chunk: the state machine reads those.
+    if digits == 0 || digits > 15 || size == 0 {
+        return None;
+    }
+    let size = usize::try_from(size).ok()?;
+    let start = pos + digits + 2;
+    let end = start.checked_add(size)?;
+    let framed = b.get(start - 2..start)? == b"\r\n" && b.get(end..end.checked_add(2)?)? == b"\r\n";
+    framed.then_some((start, end))
 }
 
 /// The size on a chunk-size line (`HEX [; extensions] CRLF`), at most 15 hex digits.
@@ -284,10 +334,18 @@ mod tests {
         wire: &[u8],
         cuts: &[usize],
     ) -> Result<(Vec<u8>, Option<HeaderMap>), String> {
+        decode_in_pieces_with(Chunked::default(), wire, cuts)
+    }
+
+    /// [`decode_in_pieces`] with `chunked`, a decoder that may be passing.
+    fn decode_in_pieces_with(
+        mut chunked: Chunked,
+        wire: &[u8],
+        cuts: &[usize],
+    ) -> Result<(Vec<u8>, Option<HeaderMap>), String> {
         let mut points: Vec<usize> = cuts.iter().map(|c| c % (wire.len() + 1)).collect();
         points.push(wire.len());
         points.sort_unstable();
-        let mut chunked = Chunked::default();
         let (mut buf, mut data, mut fed) = (BytesMut::new(), Vec::new(), 0);
         for point in points {
             buf.extend_from_slice(&wire[fed..point]);
@@ -358,6 +416,26 @@ mod tests {
             prop_assert_eq!(data, chunks.concat());
             prop_assert_eq!(got.map(|t| t["x-check"].clone()), with_trailer.then(|| HeaderValue::from_static("abc")));
         }
+
+        #[test]
+        fn a_passing_decoder_returns_every_chunk_as_it_came_whatever_the_read_boundaries(
+            chunks in prop::collection::vec(prop_oneof![
+                4 => prop::collection::vec(any::<u8>(), 0..300),
+                1 => prop::collection::vec(any::<u8>(), SPLIT_MIN..SPLIT_MIN + 600),
+            ], 0..12),
+            cuts in prop::collection::vec(any::<usize>(), 0..20),
+            ext in any::<bool>(),
+            with_trailer in any::<bool>(),
+            lower in any::<bool>(),
+        ) {
+            let trailers: &[(&str, &str)] = if with_trailer { &[("x-check", "abc")] } else { &[] };
+            let wire = encode_hex(&chunks, ext, trailers, lower);
+            let (passed, got) = decode_in_pieces_with(Chunked::passing(), &wire, &cuts).unwrap();
+            // Everything before the last chunk, byte for byte.
+            let last = encode_hex(&[], false, trailers, lower);
+            prop_assert_eq!(&passed[..], &wire[..wire.len() - last.len()]);
+            prop_assert_eq!(got.map(|t| t["x-check"].clone()), with_trailer.then(|| HeaderValue::from_static("abc")));
+        }
     }
 
     #[test]
@@ -400,9 +478,15 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(wire)
             );
+            assert!(
+                decode_in_pieces_with(Chunked::passing(), wire, &[]).is_err(),
+                "passing: {}",
+                String::from_utf8_lossy(wire)
+            );
         }
         let long = vec![b'1'; MAX_LINE + 10];
         assert!(decode_in_pieces(&long, &[]).is_err());
+        assert!(decode_in_pieces_with(Chunked::passing(), &long, &[]).is_err());
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub struct ConnInfo {
     /// The verified client certificate's identity (mTLS); filled in by a TLS listener,
     /// `None` on plain TCP.
     pub peer: Option<PeerCertificate>,
+    /// Whether mmgate's own HTTP/1.1 server serves the connection ([`crate::http1`]).
+    own_http1: bool,
 }
 
 impl ConnInfo {
@@ -62,7 +64,20 @@ impl ConnInfo {
             remote_ip: http::HeaderValue::from_str(&ip).expect("an IP address is a header value"),
             own_host: crate::upstream::host::own(local, peer.is_some()),
             peer: peer.flatten(),
+            own_http1: false,
         }
+    }
+
+    /// Marks the connection as served by mmgate's own HTTP/1.1 server, which writes a
+    /// forwarded chunked body to an HTTP/1.1 client as the upstream's chunks came.
+    pub fn served_by_own_http1(mut self) -> Self {
+        self.own_http1 = true;
+        self
+    }
+
+    /// Whether mmgate's own HTTP/1.1 server serves the connection.
+    pub fn own_http1(&self) -> bool {
+        self.own_http1
     }
 
     /// The `Host` for a request that has no valid one of its own: the address the client
@@ -255,7 +270,8 @@ async fn work(
                         _ => return,
                     };
                     if !h2 {
-                        let conn = Arc::new(ConnInfo::new(next_id(), remote, local, None));
+                        let conn = ConnInfo::new(next_id(), remote, local, None);
+                        let conn = Arc::new(conn.served_by_own_http1());
                         let timeout = (opened, header_timeout);
                         crate::http1::serve(stream, conn, live, timeout, drain_one).await;
                         return;

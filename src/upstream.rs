@@ -99,11 +99,11 @@ impl Upstream {
             parts.headers.insert(header::HOST, h);
         }
         let forwarded = forwarded(&parts.headers, conn.remote_ip());
+        // mmgate's own server sends an HTTP/1.1 client a chunked body as the chunks came.
+        let pass_chunks = conn.own_http1() && parts.version == http::Version::HTTP_11;
         parts.version = http::Version::HTTP_11;
-        match self
-            .send(Request::from_parts(parts, body), &forwarded, sent)
-            .await
-        {
+        let req = Request::from_parts(parts, body);
+        match self.send(req, &forwarded, sent, pass_chunks).await {
             Ok((res, fields)) => {
                 let arrived = Instant::now();
                 let res = res.map(|inner| {
@@ -133,8 +133,9 @@ impl Upstream {
         req: Request<Body>,
         set: &[(HeaderName, HeaderValue)],
         now: Instant,
+        pass_chunks: bool,
     ) -> Result<(Response<Leased>, ResponseFields), (GateError, Option<&'static str>)> {
-        let sent = std::pin::pin!(self.conns.send(req, set, now));
+        let sent = std::pin::pin!(self.conns.send(req, set, now, pass_chunks));
         let due = now + self.response_timeout;
         match tokio::time::timeout_at(due, sent).await {
             Err(_) => {
@@ -175,7 +176,7 @@ impl Upstream {
             .map_err(|e| self.failed(e.to_string()))?;
         let fetch = async {
             let (res, _) = self
-                .send(req, &[], Instant::now())
+                .send(req, &[], Instant::now(), false)
                 .await
                 .map_err(|(e, _)| e)?;
             let status = res.status();

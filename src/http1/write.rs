@@ -66,8 +66,15 @@ pub(super) async fn respond(
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
     let exact = body.size_hint().exact();
+    // A body that is the upstream's chunks as they came (asked only for HTTP/1.1 clients)
+    // goes out as it is.
+    let chunks_as_sent = upstream
+        .as_ref()
+        .is_some_and(ResponseFields::chunks_as_sent);
+    debug_assert!(!chunks_as_sent || asked.version == Version::HTTP_11);
     let framing = match exact {
         _ if bodiless => Framing::None,
+        _ if chunks_as_sent => Framing::Chunked,
         Some(n) => Framing::Length(n),
         None if asked.version == Version::HTTP_10 => Framing::Close,
         None => Framing::Chunked,
@@ -185,7 +192,7 @@ pub(super) async fn respond(
             }
         }
         sent += data.len() as u64;
-        if framing == Framing::Chunked {
+        if framing == Framing::Chunked && !chunks_as_sent {
             out.put(hex(data.len(), &mut [0; 18]));
             out.put_bytes(data);
             out.put(b"\r\n");

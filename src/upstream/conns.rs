@@ -131,19 +131,23 @@ impl Conns {
     /// Sends `req` (its URI in origin form), with the fields of `set` in place of its own of
     /// the same names, and returns the response (its status and body, which reads the rest
     /// from the connection) and its fields. `now` is the time of the call, read by the
-    /// caller.
+    /// caller; a chunked body comes as its chunks came when `pass_chunks`.
     pub(super) async fn send(
         self: &Arc<Self>,
         req: Request<Body>,
         set: &[(HeaderName, HeaderValue)],
         now: Instant,
+        pass_chunks: bool,
     ) -> Result<(Response<Leased>, ResponseFields), SendError> {
         let conn = match self.checkout(now) {
             Some(conn) => conn,
             // Boxed: connecting is rare, and its future would otherwise size every request's.
             None => Box::pin(self.connect()).await?,
         };
-        let (head, framing, conn) = conn.send(req, set).await.map_err(SendError::Failed)?;
+        let (head, framing, conn) = conn
+            .send(req, set, pass_chunks)
+            .await
+            .map_err(SendError::Failed)?;
         let body = Streamed::new(conn, framing, Checkin(Arc::downgrade(self)));
         let mut res = Response::new(body);
         *res.status_mut() = head.status;
@@ -311,7 +315,7 @@ mod tests {
             .header("host", "x")
             .body(Body::empty())
             .unwrap();
-        let Ok((res, _)) = conns.send(req, &[], Instant::now()).await else {
+        let Ok((res, _)) = conns.send(req, &[], Instant::now(), false).await else {
             panic!("no response");
         };
         res.into_body().collect().await.unwrap().to_bytes()
@@ -337,7 +341,7 @@ mod tests {
         let (target, _accepted) = upstream(100).await;
         let conns = conns(&target, Duration::from_secs(60));
         let req = Request::get("/").body(Body::empty()).unwrap();
-        let Ok((res, _)) = conns.send(req, &[], Instant::now()).await else {
+        let Ok((res, _)) = conns.send(req, &[], Instant::now(), false).await else {
             panic!("no response");
         };
         drop(res);

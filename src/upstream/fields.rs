@@ -25,6 +25,8 @@ pub struct ResponseFields {
     /// Runs of whole lines (CRLF included) in `head`, in order.
     runs: Vec<Run>,
     date: bool,
+    /// Whether the response's body comes as the upstream's chunks (size lines and all).
+    chunks: bool,
 }
 
 /// Lines `start..end` of the head; `length` when they are one `Content-Length` field.
@@ -107,12 +109,14 @@ impl Kept {
         self.rewritten = Some(out);
     }
 
-    /// The kept fields over `head`, the bytes they were found in.
-    pub(super) fn over(self, head: Bytes) -> ResponseFields {
+    /// The kept fields over `head`, the bytes they were found in, of a response whose body
+    /// comes as the upstream's chunks when `chunks`.
+    pub(super) fn over(self, head: Bytes, chunks: bool) -> ResponseFields {
         ResponseFields {
             head: self.rewritten.map_or(head, Bytes::from),
             runs: self.runs,
             date: self.date,
+            chunks,
         }
     }
 }
@@ -132,6 +136,13 @@ fn push_line(out: &mut Vec<u8>, runs: &mut Vec<Run>, f: &httparse::Header<'_>, l
 }
 
 impl ResponseFields {
+    /// Whether the response's body data is the upstream's chunked coding as it came (chunk
+    /// size lines, data and CRLFs, without the last chunk): to be written as it is to a
+    /// client sent a chunked body.
+    pub fn chunks_as_sent(&self) -> bool {
+        self.chunks
+    }
+
     /// Whether the upstream sent a `Date`.
     pub fn has_date(&self) -> bool {
         self.date

@@ -8,7 +8,7 @@ fn kept(head: &[u8]) -> ResponseFields {
     let httparse::Status::Complete(len) = parser.parse_response(&mut parsed, head).unwrap() else {
         panic!("a partial head");
     };
-    Kept::of(&head[..len], parsed.headers).over(Bytes::copy_from_slice(&head[..len]))
+    Kept::of(&head[..len], parsed.headers).over(Bytes::copy_from_slice(&head[..len]), false)
 }
 
 /// What the lines are taken apart by relies on heads like these being refused.

@@ -93,15 +93,17 @@ impl Conn {
 
     /// Writes `req` (its URI in origin form), with the fields of `set` in place of its own
     /// of the same names, and reads the response head; the body is read as the returned
-    /// response's body is polled.
+    /// response's body is polled. A chunked body comes as its chunks came when
+    /// `pass_chunks` (for a client that is sent the same chunks).
     pub(super) async fn send(
         mut self,
         req: Request<Body>,
         set: &[(HeaderName, HeaderValue)],
+        pass_chunks: bool,
     ) -> Result<(Head, Framing, Conn), Failure> {
         let (parts, body) = req.into_parts();
         self.write_request(&parts, body, set).await?;
-        let (head, framing) = self.read_head(&parts.method).await?;
+        let (head, framing) = self.read_head(&parts.method, pass_chunks).await?;
         Ok((head, framing, self))
     }
 
@@ -198,9 +200,13 @@ impl Conn {
         self.io.flush().await.map_err(reset)
     }
 
-    async fn read_head(&mut self, method: &Method) -> Result<(Head, Framing), Failure> {
+    async fn read_head(
+        &mut self,
+        method: &Method,
+        pass_chunks: bool,
+    ) -> Result<(Head, Framing), Failure> {
         loop {
-            if let Some(head) = self.parse_head(method)? {
+            if let Some(head) = self.parse_head(method, pass_chunks)? {
                 return Ok(head);
             }
             if self.buf.len() > MAX_HEAD {
@@ -223,7 +229,11 @@ impl Conn {
     }
 
     /// The response head in the buffer, if whole; 1xx heads are consumed and skipped.
-    fn parse_head(&mut self, method: &Method) -> Result<Option<(Head, Framing)>, Failure> {
+    fn parse_head(
+        &mut self,
+        method: &Method,
+        pass_chunks: bool,
+    ) -> Result<Option<(Head, Framing)>, Failure> {
         let protocol = |e: String| Failure::Protocol(e);
         loop {
             if self.buf.is_empty() {
@@ -257,9 +267,14 @@ impl Conn {
                 return Err(protocol(format!("header name {name:?}… too long")));
             }
             let http10 = parsed.version == Some(0);
-            let framing = Framing::of(method, status, parsed.headers, http10).map_err(protocol)?;
+            let mut framing =
+                Framing::of(method, status, parsed.headers, http10).map_err(protocol)?;
+            if let (true, Kind::Chunked(chunked)) = (pass_chunks, &mut framing.kind) {
+                *chunked = Chunked::passing();
+            }
+            let passing = matches!(&framing.kind, Kind::Chunked(c) if c.is_passing());
             let kept = Kept::of(&self.buf[..len], parsed.headers);
-            let fields = kept.over(self.buf.split_to(len).freeze());
+            let fields = kept.over(self.buf.split_to(len).freeze(), passing);
             return Ok(Some((Head { status, fields }, framing)));
         }
     }

@@ -185,7 +185,7 @@ async fn exchange_setting(
 ) -> (http::Response<Bytes>, Option<HeaderMap>, String, usize) {
     let (conn, seen) = upstream(pieces, close).await;
     let kept = Kept::default();
-    let (head, framing, conn) = conn.send(req, set).await.unwrap();
+    let (head, framing, conn) = conn.send(req, set, false).await.unwrap();
     let body = Streamed::new(conn, framing, kept.clone());
     let collected = body.collect().await.unwrap();
     let trailers = collected.trailers().cloned();
@@ -283,7 +283,7 @@ async fn a_body_cut_short_is_an_error() {
         true,
     )
     .await;
-    let (_, framing, conn) = conn.send(post(Body::from("{}")), &[]).await.unwrap();
+    let (_, framing, conn) = conn.send(post(Body::from("{}")), &[], false).await.unwrap();
     let body = Streamed::new(conn, framing, Kept::default());
     assert!(matches!(body.collect().await, Err(BodyError::BrokeOff(_))));
 }
@@ -292,14 +292,49 @@ async fn a_body_cut_short_is_an_error() {
 async fn an_answer_that_is_not_http_is_a_protocol_failure() {
     let (conn, _seen) = upstream(vec![b"SSH-2.0-OpenSSH\r\n\r\n"], true).await;
     assert!(matches!(
-        conn.send(post(Body::from("{}")), &[]).await,
+        conn.send(post(Body::from("{}")), &[], false).await,
         Err(Failure::Protocol(_))
     ));
     let (conn, _seen) = upstream(vec![b"HTTP/1.1 200 OK\r\ncontent-le"], true).await;
     assert!(matches!(
-        conn.send(post(Body::from("{}")), &[]).await,
+        conn.send(post(Body::from("{}")), &[], false).await,
         Err(Failure::Reset(_))
     ));
+}
+
+#[tokio::test]
+async fn a_passed_chunked_body_comes_as_its_chunks_came() {
+    let chunks: &[u8] = b"9\r\ndata: a\n\n\r\n9;x=1\r\ndata: b\n\n\r\n";
+    let (conn, _seen) = upstream(
+        vec![
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+            chunks,
+            b"0\r\nx-t: 1\r\n\r\n",
+        ],
+        false,
+    )
+    .await;
+    let (head, framing, conn) = conn.send(post(Body::from("{}")), &[], true).await.unwrap();
+    assert!(head.fields.chunks_as_sent());
+    let kept = Kept::default();
+    let body = Streamed::new(conn, framing, kept.clone());
+    let collected = body.collect().await.unwrap();
+    assert_eq!(collected.trailers().unwrap()["x-t"], "1");
+    assert_eq!(
+        collected.to_bytes(),
+        chunks,
+        "every chunk but the last, as it came"
+    );
+    assert_eq!(kept.0.lock().unwrap().len(), 1);
+
+    // A body that is not chunked is passed as its data.
+    let (conn, _seen) = upstream(
+        vec![b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"],
+        false,
+    )
+    .await;
+    let (head, _, _) = conn.send(post(Body::from("{}")), &[], true).await.unwrap();
+    assert!(!head.fields.chunks_as_sent());
 }
 
 #[tokio::test]
@@ -313,12 +348,12 @@ async fn a_field_name_longer_than_http_takes_is_a_protocol_failure() {
         head
     };
     conn.buf.extend_from_slice(&head(usize::from(u16::MAX) + 1));
-    let parsed = conn.parse_head(&Method::GET);
+    let parsed = conn.parse_head(&Method::GET, false);
     assert!(matches!(parsed, Err(Failure::Protocol(e)) if e.contains("too long")));
 
     conn.buf.clear();
     conn.buf.extend_from_slice(&head(usize::from(u16::MAX)));
-    let (head, _) = conn.parse_head(&Method::GET).unwrap().unwrap();
+    let (head, _) = conn.parse_head(&Method::GET, false).unwrap().unwrap();
     let mut map = HeaderMap::new();
     head.fields.into_map(&mut map);
     assert_eq!(map.len(), 2, "the longest name http takes is kept");
@@ -360,7 +395,7 @@ async fn a_body_longer_than_declared_is_refused_before_it_is_sent() {
         sent: Some(Bytes::from_static(b"{}GET / HTTP/1.1")),
     });
     assert!(matches!(
-        conn.send(post(body), &[]).await,
+        conn.send(post(body), &[], false).await,
         Err(Failure::ClientBody(_))
     ));
     let received = String::from_utf8(received.await.unwrap()).unwrap();

@@ -1,7 +1,9 @@
-//! An upstream response's header fields reach the client as the upstream sent them, less
-//! the hop-by-hop ones (the fixed list and those `Connection` names), with the gateway's own
-//! fields in place of any the upstream sent of the same names: over mmgate's HTTP/1.1 server
-//! (which writes the upstream's lines as they came, CRLF-ended) and over HTTP/2 (hyper).
+//! What of an upstream's response passes as it came. Its header fields reach the client as
+//! the upstream sent them, less the hop-by-hop ones (the fixed list and those `Connection`
+//! names), with the gateway's own fields in place of any the upstream sent of the same
+//! names: over mmgate's HTTP/1.1 server (which writes the upstream's lines as they came,
+//! CRLF-ended) and over HTTP/2 (hyper). A chunked body reaches an HTTP/1.1 client as the
+//! upstream's chunks (without its trailers); an HTTP/1.0 or HTTP/2 client gets its data.
 
 #[path = "support/raw.rs"]
 mod raw;
@@ -27,11 +29,15 @@ X-Hop: secret\r\nKeep-Alive: timeout=5\r\nContent-Type: application/json\r\n\
 X-Mmgate-Stripped: forged\r\nContent-Length: 11\r\nX-Multi: b\r\nProxy-Connection: x\r\n\
 X-Bare: lf\n";
 
+/// The chunks of the upstream's `/stream` answer (then the last chunk and a trailer).
+const CHUNKS: &str = "d\r\ndata: first\n\n\r\ne;ext=1\r\ndata: second\n\n\r\n";
+
 /// The upstream's own `Date`, passed on in place of the gateway's.
 const DATE: &str = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n";
 
 /// An upstream that answers every request with `fields` (and, but to HEAD, a body); a
-/// request for `/not-modified` gets a 304 with the same fields.
+/// request for `/not-modified` gets a 304 with the same fields, one for `/stream` a chunked
+/// body ([`CHUNKS`]).
 async fn upstream(fields: String) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -69,7 +75,13 @@ async fn answer(mut s: TcpStream, fields: String) {
             }
         }
         buf.drain(..end + length);
-        let answer = if head.starts_with("get /not-modified ") {
+        let answer = if head.starts_with("get /stream ") {
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+             transfer-encoding: chunked\r\n\r\n"
+                .to_string()
+                + CHUNKS
+                + "0\r\nx-t: 1\r\n\r\n"
+        } else if head.starts_with("get /not-modified ") {
             format!("HTTP/1.1 304 Not Modified\r\n{fields}\r\n")
         } else if head.starts_with("head ") {
             format!("HTTP/1.1 200 OK\r\n{fields}\r\n")
@@ -208,4 +220,56 @@ async fn an_http2_client_gets_the_same_fields() {
     for gone in ["x-hop", "keep-alive", "connection", "proxy-connection"] {
         assert!(!h.contains_key(gone), "{gone}: {h:?}");
     }
+}
+
+#[tokio::test]
+async fn a_chunked_body_reaches_an_http11_client_as_the_upstreams_chunks() {
+    let gw = start(FIELDS.into()).await;
+    let mut c = Conn::open(gw.addr).await;
+    c.write(b"GET /stream HTTP/1.1\r\nHost: gw\r\n\r\n").await;
+    // The head, then the bytes of the body as they came.
+    let mut wire = Vec::new();
+    let want = format!("{CHUNKS}0\r\n\r\n");
+    while !wire.ends_with(want.as_bytes()) {
+        let mut chunk = [0u8; 4096];
+        let n = tokio::time::timeout(raw::VERDICT, c.stream.read(&mut chunk))
+            .await
+            .expect("the rest of the body in time")
+            .unwrap();
+        assert!(n > 0, "closed early: {}", wire.escape_ascii());
+        wire.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8(wire).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.contains("\r\ntransfer-encoding: chunked"), "{head}");
+    assert_eq!(body, want, "the chunks as they came, without the trailer");
+
+    // The next request on the connection is answered: the body's end was where it said.
+    c.write(b"GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n")
+        .await;
+    let r = c.response().await.unwrap();
+    assert_eq!((r.status, r.text().as_str()), (200, r#"{"ok":true}"#));
+}
+
+#[tokio::test]
+async fn a_chunked_body_reaches_http10_and_http2_clients_as_its_data() {
+    let gw = start(FIELDS.into()).await;
+    let data = "data: first\n\ndata: second\n\n";
+    let mut c = Conn::open(gw.addr).await;
+    c.write(b"GET /stream HTTP/1.0\r\nHost: gw\r\n\r\n").await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.header("transfer-encoding"), None, "{}", r.head);
+    assert_eq!(r.text(), data);
+
+    let h2: Client<_, http_body_util::Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let get = http::Request::get(format!("http://{}/stream", gw.addr))
+        .body(http_body_util::Full::default())
+        .unwrap();
+    let res = h2.request(get).await.unwrap();
+    let body = http_body_util::BodyExt::collect(res.into_body())
+        .await
+        .unwrap();
+    assert_eq!(body.to_bytes(), data);
 }
