@@ -7,7 +7,8 @@
 //!
 //! A decoder made with [`Chunked::passing`] checks the coding the same way but returns the
 //! chunks as they came (size lines, data and CRLFs; not the last chunk or the trailers):
-//! for an HTTP/1.1 client that is sent the same chunks, with no copy or re-encoding.
+//! for an HTTP/1.1 client that is sent the same chunks, with no copy or re-encoding. A size
+//! line with whitespace or extensions is written again bare (`HEX CRLF`).
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -79,11 +80,17 @@ impl Chunked {
                         }
                         break;
                     };
+                    if end >= MAX_LINE {
+                        return Err("chunk-size line too long");
+                    }
                     let size = chunk_size(&buf[..=end])?;
+                    buf.advance(end + 1);
                     if self.passing && size > 0 {
-                        out.take_from(buf, end + 1, false);
-                    } else {
-                        buf.advance(end + 1);
+                        // Written again bare: whitespace and extensions, which RFC 9112
+                        // allows and strict clients may not, are not passed on.
+                        let mut line = [0; 18];
+                        let line = size_line(size, &mut line);
+                        out.copy(line, line.len() + buf.len());
                     }
                     self.state = match size {
                         0 => State::Trailers,
@@ -242,6 +249,20 @@ fn burst(buf: &mut BytesMut, out: &mut Merged, passing: bool) {
         // Gathered at the front: split off whatever its length.
         out.take_from(buf, kept, true);
         buf.advance(pos - kept);
+    }
+}
+
+/// `size` as a bare chunk-size line: lower-case hex and CRLF.
+fn size_line(mut size: u64, buf: &mut [u8; 18]) -> &[u8] {
+    let mut i = buf.len() - 2;
+    buf[i..].copy_from_slice(b"\r\n");
+    loop {
+        i -= 1;
+        buf[i] = b"0123456789abcdef"[(size & 0xF) as usize];
+        size >>= 4;
+        if size == 0 {
+            return &buf[i..];
+        }
     }
 }
 
@@ -431,10 +452,17 @@ mod tests {
             let trailers: &[(&str, &str)] = if with_trailer { &[("x-check", "abc")] } else { &[] };
             let wire = encode_hex(&chunks, ext, trailers, lower);
             let (passed, got) = decode_in_pieces_with(Chunked::passing(), &wire, &cuts).unwrap();
-            // Everything before the last chunk, byte for byte.
-            let last = encode_hex(&[], false, trailers, lower);
-            prop_assert_eq!(&passed[..], &wire[..wire.len() - last.len()]);
             prop_assert_eq!(got.map(|t| t["x-check"].clone()), with_trailer.then(|| HeaderValue::from_static("abc")));
+            // Valid chunks of the same data, up to the last chunk, which is not passed.
+            let mut ended = passed.clone();
+            ended.extend_from_slice(b"0\r\n\r\n");
+            let (data, _) = decode_in_pieces(&ended, &[]).unwrap();
+            prop_assert_eq!(data, chunks.concat());
+            // Bare lower-case size lines: everything before the last chunk, byte for byte.
+            if lower && !ext {
+                let last = encode_hex(&[], false, trailers, lower);
+                prop_assert_eq!(&passed[..], &wire[..wire.len() - last.len()]);
+            }
         }
     }
 
@@ -455,6 +483,21 @@ mod tests {
     }
 
     #[test]
+    fn size_lines_are_passed_bare_and_15_digits_are_read() {
+        let wire = b"1\r\na\r\n000000000000001\r\nb\r\n2 ;x=\"y\"\r\ncd\r\n1\t\r\ne\r\n0\r\n\r\n";
+        assert_eq!(decode_in_pieces(wire, &[]).unwrap().0, b"abcde");
+        for cuts in [&[][..], &[3, 9, 30], &[1, 2, 4, 8, 16, 32]] {
+            let (passed, _) = decode_in_pieces_with(Chunked::passing(), wire, cuts).unwrap();
+            let passed = String::from_utf8(passed).unwrap();
+            // Whole bare chunks go as they came; the others' size lines are written bare.
+            assert!(passed.starts_with("1\r\na\r\n"), "{passed:?}");
+            assert!(passed.ends_with("2\r\ncd\r\n1\r\ne\r\n"), "{passed:?}");
+        }
+        let long = format!("1;{}\r\na\r\n0\r\n\r\n", "x".repeat(MAX_LINE));
+        assert!(decode_in_pieces(long.as_bytes(), &[]).is_err());
+    }
+
+    #[test]
     fn invalid_chunked_bodies_are_errors() {
         for wire in [
             &b"zz\r\n"[..],
@@ -472,6 +515,9 @@ mod tests {
             b"1\r\na\r\n-5\r\n",
             b"1\r\na\r\n0\r\nno colon\r\n\r\n",
             b"1\r\naXX2\r\nbc\r\n0\r\n\r\n",
+            // 16 digits, after a whole chunk and alone.
+            b"1\r\na\r\n0000000000000001\r\nb\r\n0\r\n\r\n",
+            b"0000000000000001\r\nb\r\n0\r\n\r\n",
         ] {
             assert!(
                 decode_in_pieces(wire, &[]).is_err(),

@@ -49,6 +49,8 @@ impl Answer {
     pub fn into_response(self) -> Response<Body> {
         let mut response = self.response;
         if let Some(fields) = self.upstream_fields {
+            // Chunks are passed only to mmgate's own server (`ConnInfo::own_http1`).
+            debug_assert!(!fields.chunks_as_sent(), "hyper would send chunk framing as data");
             fields.into_map(response.headers_mut());
         }
         response

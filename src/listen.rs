@@ -70,7 +70,7 @@ impl ConnInfo {
 
     /// Marks the connection as served by mmgate's own HTTP/1.1 server, which writes a
     /// forwarded chunked body to an HTTP/1.1 client as the upstream's chunks came.
-    pub fn served_by_own_http1(mut self) -> Self {
+    pub(crate) fn served_by_own_http1(mut self) -> Self {
         self.own_http1 = true;
         self
     }

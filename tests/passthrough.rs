@@ -3,7 +3,8 @@
 //! names), with the gateway's own fields in place of any the upstream sent of the same
 //! names: over mmgate's HTTP/1.1 server (which writes the upstream's lines as they came,
 //! CRLF-ended) and over HTTP/2 (hyper). A chunked body reaches an HTTP/1.1 client as the
-//! upstream's chunks (without its trailers); an HTTP/1.0 or HTTP/2 client gets its data.
+//! upstream's chunks (size lines written bare, without its trailers), or cut short when
+//! the upstream's breaks off; an HTTP/1.0 or HTTP/2 client gets its data.
 
 #[path = "support/raw.rs"]
 mod raw;
@@ -37,7 +38,7 @@ const DATE: &str = "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n";
 
 /// An upstream that answers every request with `fields` (and, but to HEAD, a body); a
 /// request for `/not-modified` gets a 304 with the same fields, one for `/stream` a chunked
-/// body ([`CHUNKS`]).
+/// body ([`CHUNKS`]), one for `/broken` a chunked body that breaks off.
 async fn upstream(fields: String) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -75,6 +76,16 @@ async fn answer(mut s: TcpStream, fields: String) {
             }
         }
         buf.drain(..end + length);
+        if head.starts_with("get /broken ") {
+            // One whole chunk, part of the next, then the connection closes.
+            let _ = s
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+                      d\r\ndata: first\n\n\r\ne\r\ndata: sec",
+                )
+                .await;
+            return;
+        }
         let answer = if head.starts_with("get /stream ") {
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
              transfer-encoding: chunked\r\n\r\n"
@@ -229,7 +240,8 @@ async fn a_chunked_body_reaches_an_http11_client_as_the_upstreams_chunks() {
     c.write(b"GET /stream HTTP/1.1\r\nHost: gw\r\n\r\n").await;
     // The head, then the bytes of the body as they came.
     let mut wire = Vec::new();
-    let want = format!("{CHUNKS}0\r\n\r\n");
+    // The chunks as they came (but for the size line's extension), then the last chunk.
+    let want = format!("{}0\r\n\r\n", CHUNKS.replace(";ext=1", ""));
     while !wire.ends_with(want.as_bytes()) {
         let mut chunk = [0u8; 4096];
         let n = tokio::time::timeout(raw::VERDICT, c.stream.read(&mut chunk))
@@ -242,7 +254,7 @@ async fn a_chunked_body_reaches_an_http11_client_as_the_upstreams_chunks() {
     let text = String::from_utf8(wire).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
     assert!(head.contains("\r\ntransfer-encoding: chunked"), "{head}");
-    assert_eq!(body, want, "the chunks as they came, without the trailer");
+    assert_eq!(body, want, "the chunks, without the trailer");
 
     // The next request on the connection is answered: the body's end was where it said.
     c.write(b"GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n")
@@ -272,4 +284,17 @@ async fn a_chunked_body_reaches_http10_and_http2_clients_as_its_data() {
         .await
         .unwrap();
     assert_eq!(body.to_bytes(), data);
+}
+
+#[tokio::test]
+async fn a_passed_body_that_breaks_off_reaches_the_client_cut_short() {
+    let gw = start(FIELDS.into()).await;
+    let mut c = Conn::open(gw.addr).await;
+    c.write(b"GET /broken HTTP/1.1\r\nHost: gw\r\n\r\n").await;
+    assert!(c.closed_within(raw::VERDICT).await, "the connection closes");
+    let got = String::from_utf8_lossy(c.unread()).into_owned();
+    let (_, body) = got.split_once("\r\n\r\n").expect("a head");
+    // What came before the break, and never a last chunk: the client sees the body unended.
+    assert!(body.starts_with("d\r\ndata: first\n\n\r\n"), "{body:?}");
+    assert!(!body.contains("\r\n0\r\n"), "{body:?}");
 }
