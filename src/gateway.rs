@@ -50,7 +50,10 @@ impl Answer {
         let mut response = self.response;
         if let Some(fields) = self.upstream_fields {
             // Chunks are passed only to mmgate's own server (`ConnInfo::own_http1`).
-            debug_assert!(!fields.chunks_as_sent(), "hyper would send chunk framing as data");
+            debug_assert!(
+                !fields.chunks_as_sent(),
+                "hyper would send chunk framing as data"
+            );
             fields.into_map(response.headers_mut());
         }
         response
