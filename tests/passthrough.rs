@@ -13,6 +13,7 @@ mod support;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use raw::{find, Conn};
@@ -111,6 +112,30 @@ async fn start(fields: String) -> mmgate::server::Running {
     gateway_with(policy, &[("UP", format!("http://{up}"))], None).await
 }
 
+/// An HTTP/2 client (prior knowledge, so hyper serves it).
+fn h2() -> Client<HttpConnector, http_body_util::Full<Bytes>> {
+    Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http()
+}
+
+/// A GET for `path` over HTTP/2.
+async fn h2_get(addr: SocketAddr, path: &str) -> http::Response<hyper::body::Incoming> {
+    let get = http::Request::get(format!("http://{addr}{path}"))
+        .body(http_body_util::Full::default())
+        .unwrap();
+    h2().request(get).await.unwrap()
+}
+
+/// Asserts that the connection answers another request: the last response ended where it
+/// said it would.
+async fn next_request_is_answered(c: &mut Conn) {
+    c.write(b"GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n")
+        .await;
+    let r = c.response().await.unwrap();
+    assert_eq!((r.status, r.text().as_str()), (200, r#"{"ok":true}"#));
+}
+
 /// The field lines of a raw head, less `date` (the gateway adds one).
 fn lines(head: &str) -> Vec<&str> {
     head.split("\r\n")
@@ -183,10 +208,7 @@ async fn an_http11_client_gets_the_upstreams_lines_as_they_came_less_the_hop_by_
     assert_eq!(r.status, 304, "{}", r.head);
     assert_eq!(r.header("content-length"), None, "{}", r.head);
     assert_eq!(r.header("server"), Some("raw-upstream"), "{}", r.head);
-    c.write(b"GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n")
-        .await;
-    let r = c.response().await.unwrap();
-    assert_eq!((r.status, r.text().as_str()), (200, r#"{"ok":true}"#));
+    next_request_is_answered(&mut c).await;
 }
 
 #[tokio::test]
@@ -198,13 +220,7 @@ async fn an_upstreams_date_is_passed_on_and_none_added() {
     let r = c.response().await.unwrap();
     assert_eq!(dates(&r.head), [DATE.trim_end()], "{}", r.head);
 
-    let h2: Client<_, http_body_util::Full<Bytes>> = Client::builder(TokioExecutor::new())
-        .http2_only(true)
-        .build_http();
-    let get = http::Request::get(format!("http://{}/v1/models", gw.addr))
-        .body(http_body_util::Full::default())
-        .unwrap();
-    let res = h2.request(get).await.unwrap();
+    let res = h2_get(gw.addr, "/v1/models").await;
     let dates: Vec<_> = res.headers().get_all("date").iter().collect();
     assert_eq!(dates, ["Sun, 06 Nov 1994 08:49:37 GMT"]);
 }
@@ -212,14 +228,11 @@ async fn an_upstreams_date_is_passed_on_and_none_added() {
 #[tokio::test]
 async fn an_http2_client_gets_the_same_fields() {
     let gw = start(FIELDS.into()).await;
-    let h2: Client<_, http_body_util::Full<Bytes>> = Client::builder(TokioExecutor::new())
-        .http2_only(true)
-        .build_http();
     let req = http::Request::post(format!("http://{}{CHAT}", gw.addr))
         .header("content-type", "application/json")
         .body(http_body_util::Full::new(Bytes::from(KWARGS)))
         .unwrap();
-    let res = h2.request(req).await.unwrap();
+    let res = h2().request(req).await.unwrap();
     assert_eq!(res.status(), 200);
     let h = res.headers();
     assert_eq!(h["server"], "raw-upstream");
@@ -256,11 +269,7 @@ async fn a_chunked_body_reaches_an_http11_client_as_the_upstreams_chunks() {
     assert!(head.contains("\r\ntransfer-encoding: chunked"), "{head}");
     assert_eq!(body, want, "the chunks, without the trailer");
 
-    // The next request on the connection is answered: the body's end was where it said.
-    c.write(b"GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n")
-        .await;
-    let r = c.response().await.unwrap();
-    assert_eq!((r.status, r.text().as_str()), (200, r#"{"ok":true}"#));
+    next_request_is_answered(&mut c).await;
 }
 
 #[tokio::test]
@@ -273,13 +282,7 @@ async fn a_chunked_body_reaches_http10_and_http2_clients_as_its_data() {
     assert_eq!(r.header("transfer-encoding"), None, "{}", r.head);
     assert_eq!(r.text(), data);
 
-    let h2: Client<_, http_body_util::Full<Bytes>> = Client::builder(TokioExecutor::new())
-        .http2_only(true)
-        .build_http();
-    let get = http::Request::get(format!("http://{}/stream", gw.addr))
-        .body(http_body_util::Full::default())
-        .unwrap();
-    let res = h2.request(get).await.unwrap();
+    let res = h2_get(gw.addr, "/stream").await;
     let body = http_body_util::BodyExt::collect(res.into_body())
         .await
         .unwrap();
