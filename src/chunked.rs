@@ -13,6 +13,8 @@
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::digits::size_line;
+
 /// The longest chunk-size line, trailer line or trailer section accepted.
 pub(crate) const MAX_LINE: usize = 8 << 10;
 
@@ -88,7 +90,7 @@ impl Chunked {
                     if self.passing && size > 0 {
                         // Written again bare: whitespace and extensions, which RFC 9112
                         // allows and strict clients may not, are not passed on.
-                        let mut line = [0; 18];
+                        let mut line = [0; 22];
                         let line = size_line(size, &mut line);
                         out.copy(line, line.len() + buf.len());
                     }
@@ -249,20 +251,6 @@ fn burst(buf: &mut BytesMut, out: &mut Merged, passing: bool) {
         // Gathered at the front: split off whatever its length.
         out.take_from(buf, kept, true);
         buf.advance(pos - kept);
-    }
-}
-
-/// `size` as a bare chunk-size line: lower-case hex and CRLF.
-fn size_line(mut size: u64, buf: &mut [u8; 18]) -> &[u8] {
-    let mut i = buf.len() - 2;
-    buf[i..].copy_from_slice(b"\r\n");
-    loop {
-        i -= 1;
-        buf[i] = b"0123456789abcdef"[(size & 0xF) as usize];
-        size >>= 4;
-        if size == 0 {
-            return &buf[i..];
-        }
     }
 }
 

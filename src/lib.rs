@@ -43,6 +43,7 @@ pub mod classify;
 pub mod config;
 pub mod contract;
 pub mod decide;
+mod digits;
 pub mod error;
 pub mod framing;
 pub mod gateway;

@@ -18,6 +18,7 @@ use http_body::Body as _;
 use tokio::net::tcp::OwnedWriteHalf;
 
 use super::body::Shared;
+use crate::digits::{digits, size_line};
 use crate::gateway::Answer;
 use crate::upstream::ResponseFields;
 use crate::vectored::Gather;
@@ -108,7 +109,7 @@ pub(super) async fn respond(
     });
     match (framing, head_length) {
         (Framing::Length(n), _) | (Framing::None, Some(n)) => {
-            field(out, b"content-length", itoa(n, &mut [0; 20]));
+            field(out, b"content-length", digits(n, 10, &mut [0; 20]));
         }
         (Framing::Chunked, _) => field(out, b"transfer-encoding", b"chunked"),
         _ => {}
@@ -193,7 +194,7 @@ pub(super) async fn respond(
         }
         sent += data.len() as u64;
         if framing == Framing::Chunked && !chunks_as_sent {
-            out.put(hex(data.len(), &mut [0; 18]));
+            out.put(size_line(data.len() as u64, &mut [0; 22]));
             out.put_bytes(data);
             out.put(b"\r\n");
         } else {
@@ -238,32 +239,6 @@ fn field(out: &mut Gather, name: &[u8], value: &[u8]) {
 fn has_token(list: &[u8], token: &[u8]) -> bool {
     list.split(|&b| b == b',')
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
-}
-
-fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
-        }
-    }
-}
-
-/// A chunk-size line: the size in hex and CRLF.
-fn hex(mut n: usize, buf: &mut [u8; 18]) -> &[u8] {
-    let mut i = buf.len() - 2;
-    buf[i..].copy_from_slice(b"\r\n");
-    loop {
-        i -= 1;
-        buf[i] = b"0123456789abcdef"[n & 0xF];
-        n >>= 4;
-        if n == 0 {
-            return &buf[i..];
-        }
-    }
 }
 
 thread_local! {
@@ -324,14 +299,5 @@ mod tests {
         assert_eq!(&http_date(951_782_400), b"Tue, 29 Feb 2000 00:00:00 GMT");
         assert_eq!(&http_date(1_796_342_399), b"Thu, 03 Dec 2026 23:59:59 GMT");
         assert_eq!(&http_date(4_107_542_400), b"Mon, 01 Mar 2100 00:00:00 GMT");
-    }
-
-    #[test]
-    fn numbers_are_written_in_decimal_and_chunk_sizes_in_hex() {
-        assert_eq!(itoa(0, &mut [0; 20]), b"0");
-        assert_eq!(itoa(u64::MAX, &mut [0; 20]), b"18446744073709551615");
-        assert_eq!(hex(0, &mut [0; 18]), b"0\r\n");
-        assert_eq!(hex(0x1a2b, &mut [0; 18]), b"1a2b\r\n");
-        assert_eq!(hex(usize::MAX, &mut [0; 18]), b"ffffffffffffffff\r\n");
     }
 }

@@ -26,6 +26,7 @@ use tokio_util::either::Either;
 
 use super::fields::{Kept, ResponseFields};
 use crate::chunked::{Chunked, Step};
+use crate::digits::{digits, size_line};
 use crate::vectored::Gather;
 
 /// The longest response head accepted.
@@ -141,7 +142,7 @@ impl Conn {
         let had_length = parts.headers.contains_key(header::CONTENT_LENGTH);
         match declared {
             Some(n) if n > 0 || had_length || !bodiless(&parts.method) => {
-                put_field(out, b"content-length", n.to_string().as_bytes());
+                put_field(out, b"content-length", digits(n, 10, &mut [0; 20]));
             }
             _ if chunked => put_field(out, b"transfer-encoding", b"chunked"),
             _ => {}
@@ -177,7 +178,7 @@ impl Conn {
             }
             let out = &mut self.out;
             if chunked {
-                out.put(format!("{:x}\r\n", data.len()).as_bytes());
+                out.put(size_line(data.len() as u64, &mut [0; 22]));
                 out.put_bytes(data);
                 out.put(b"\r\n");
             } else {
