@@ -55,10 +55,11 @@ impl Kept {
             .flat_map(|f| f.value.split(|&b| b == b','))
             .map(|t| t.trim_ascii())
             .collect();
-        let named = |name: &str| {
-            named
-                .iter()
-                .any(|t| t.eq_ignore_ascii_case(name.as_bytes()))
+        let passed = |f: &&httparse::Header<'_>| {
+            !is_hop_by_hop(f.name)
+                && !named
+                    .iter()
+                    .any(|t| t.eq_ignore_ascii_case(f.name.as_bytes()))
         };
         let mut kept = Kept {
             runs: Vec::with_capacity(fields.len()),
@@ -66,47 +67,48 @@ impl Kept {
             rewritten: None,
         };
         let base = head.as_ptr() as usize;
-        for f in fields {
-            if is_hop_by_hop(f.name) || named(f.name) {
-                continue;
-            }
-            let length = is(f.name, "content-length");
-            kept.date |= is(f.name, "date");
-            if let Some(out) = &mut kept.rewritten {
-                push_line(out, &mut kept.runs, f, length);
-                continue;
-            }
+        for f in fields.iter().filter(passed) {
             // A name is never empty, so it points into the head; its line ends at the
             // first LF after it (a value cannot hold one).
             let start = f.name.as_ptr() as usize - base;
             let end = start + memchr::memchr(b'\n', &head[start..]).map_or(0, |i| i + 1);
             if !head[..end].ends_with(b"\r\n") {
-                kept.rewrite(head, fields, f);
-                push_line(kept.rewritten.as_mut().unwrap(), &mut kept.runs, f, length);
-                continue;
+                return Kept::rewritten(fields.iter().filter(passed));
             }
-            let (start, end) = (start as u32, end as u32);
-            match kept.runs.last_mut() {
-                Some(run) if run.end == start && !run.length && !length => run.end = end,
-                _ => kept.runs.push(Run { start, end, length }),
-            }
+            kept.add(f, start as u32, end as u32);
         }
         kept
     }
 
-    /// Switches to rewritten lines: those kept before `from` are written out again.
-    fn rewrite(&mut self, head: &[u8], fields: &[httparse::Header<'_>], from: &httparse::Header) {
-        let mut out = Vec::with_capacity(head.len());
-        let mut runs = Vec::with_capacity(fields.len());
-        let base = head.as_ptr() as usize;
-        for f in fields.iter().take_while(|f| !std::ptr::eq(*f, from)) {
-            let at = (f.name.as_ptr() as usize - base) as u32;
-            if self.runs.iter().any(|r| r.start <= at && at < r.end) {
-                push_line(&mut out, &mut runs, f, is(f.name, "content-length"));
-            }
+    /// The lines of `fields` written again as `name: value` CRLF (a head with a bare LF).
+    fn rewritten<'h, 'b: 'h>(fields: impl Iterator<Item = &'h httparse::Header<'b>>) -> Kept {
+        let mut out = Vec::new();
+        let mut kept = Kept {
+            runs: Vec::new(),
+            date: false,
+            rewritten: None,
+        };
+        for f in fields {
+            let start = out.len() as u32;
+            out.extend_from_slice(f.name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(f.value);
+            out.extend_from_slice(b"\r\n");
+            kept.add(f, start, out.len() as u32);
         }
-        self.runs = runs;
-        self.rewritten = Some(out);
+        kept.rewritten = Some(out);
+        kept
+    }
+
+    /// Keeps field `f`, on lines `start..end`: joined to the run before it unless either is
+    /// a `Content-Length` (a run of its own, left out of a response that is not to HEAD).
+    fn add(&mut self, f: &httparse::Header<'_>, start: u32, end: u32) {
+        let length = is(f.name, "content-length");
+        self.date |= is(f.name, "date");
+        match self.runs.last_mut() {
+            Some(run) if run.end == start && !run.length && !length => run.end = end,
+            _ => self.runs.push(Run { start, end, length }),
+        }
     }
 
     /// The kept fields over `head`, the bytes they were found in, of a response whose body
@@ -118,20 +120,6 @@ impl Kept {
             date: self.date,
             chunks,
         }
-    }
-}
-
-/// Appends `name: value` CRLF to `out`, as a run of its own or joined to the last one.
-fn push_line(out: &mut Vec<u8>, runs: &mut Vec<Run>, f: &httparse::Header<'_>, length: bool) {
-    let start = out.len() as u32;
-    out.extend_from_slice(f.name.as_bytes());
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(f.value);
-    out.extend_from_slice(b"\r\n");
-    let end = out.len() as u32;
-    match runs.last_mut() {
-        Some(run) if run.end == start && !run.length && !length => run.end = end,
-        _ => runs.push(Run { start, end, length }),
     }
 }
 
