@@ -63,11 +63,6 @@ impl Chunked {
         }
     }
 
-    /// Whether the decoder returns the chunks as they came.
-    pub(crate) fn is_passing(&self) -> bool {
-        self.passing
-    }
-
     /// Decodes what `buf` holds: the data of every chunk there, merged into one frame.
     pub(crate) fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, &'static str> {
         let mut out = Merged::default();
@@ -258,17 +253,9 @@ fn burst(buf: &mut BytesMut, out: &mut Merged, passing: bool) {
 /// a bare size line (`HEX CRLF`, at most 15 digits) and is not the last one.
 #[inline]
 fn whole_chunk(b: &[u8], pos: usize) -> Option<(usize, usize)> {
-    let (mut size, mut digits) = (0u64, 0);
-    for &c in b.get(pos..)?.iter().take(16) {
-        let value = HEX[usize::from(c)];
-        if value > 0xF {
-            break;
-        }
-        size = size << 4 | u64::from(value);
-        digits += 1;
-    }
     // More than 15 digits, none, or the last chunk: the state machine reads those.
-    if digits == 0 || digits > 15 || size == 0 {
+    let (size, digits) = hex_prefix(b.get(pos..)?)?;
+    if digits == 0 || size == 0 {
         return None;
     }
     let size = usize::try_from(size).ok()?;
@@ -299,7 +286,8 @@ fn chunk_size(line: &[u8]) -> Result<u64, &'static str> {
 }
 
 /// The number in the hex digits `b` starts with, and how many there are (maybe none);
-/// `None` past 15 digits.
+/// `None` past 15 digits. Inlined: it reads every chunk of an SSE burst.
+#[inline(always)]
 fn hex_prefix(b: &[u8]) -> Option<(u64, usize)> {
     let (mut size, mut digits) = (0u64, 0);
     for &c in b {

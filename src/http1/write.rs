@@ -18,7 +18,7 @@ use http_body::Body as _;
 use tokio::net::tcp::OwnedWriteHalf;
 
 use super::body::Shared;
-use crate::digits::{digits, size_line};
+use crate::digits::{decimal, size_line};
 use crate::gateway::Answer;
 use crate::upstream::ResponseFields;
 use crate::vectored::Gather;
@@ -109,7 +109,7 @@ pub(super) async fn respond(
     });
     match (framing, head_length) {
         (Framing::Length(n), _) | (Framing::None, Some(n)) => {
-            field(out, b"content-length", digits(n, 10, &mut [0; 20]));
+            field(out, b"content-length", decimal(n, &mut [0; 20]));
         }
         (Framing::Chunked, _) => field(out, b"transfer-encoding", b"chunked"),
         _ => {}

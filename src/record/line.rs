@@ -43,7 +43,7 @@ pub(super) fn write(w: &mut Vec<u8>, o: &Outcome, ts: &str, route: &str, mode: &
     w.extend_from_slice(b"],\"stripped\":");
     list(w, o.stripped.iter().map(|f| f.name()), label);
     w.extend_from_slice(b",\"status\":");
-    digits(w, o.status.into(), 10);
+    w.extend_from_slice(crate::digits::decimal(o.status.into(), &mut [0; 20]));
     w.extend_from_slice(b",\"client_addr\":");
     string(w, o.client_addr.to_str().unwrap_or_default());
     w.extend_from_slice(b",\"client\":");
@@ -128,12 +128,7 @@ fn list<'a>(w: &mut Vec<u8>, items: impl Iterator<Item = &'a str>, item: fn(&mut
 
 /// `n` in lowercase hexadecimal.
 pub(super) fn hex(w: &mut Vec<u8>, n: u64) {
-    digits(w, n, 16);
-}
-
-/// `n` in base `radix`, which is 10 or 16.
-fn digits(w: &mut Vec<u8>, n: u64, radix: u64) {
-    w.extend_from_slice(crate::digits::digits(n, radix, &mut [0; 20]));
+    w.extend_from_slice(crate::digits::hex(n, &mut [0; 20]));
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use tokio_util::either::Either;
 
 use super::fields::{Kept, ResponseFields};
 use crate::chunked::{Chunked, Step};
-use crate::digits::{digits, size_line};
+use crate::digits::{decimal, size_line};
 use crate::vectored::Gather;
 
 /// The longest response head accepted.
@@ -142,7 +142,7 @@ impl Conn {
         let had_length = parts.headers.contains_key(header::CONTENT_LENGTH);
         match declared {
             Some(n) if n > 0 || had_length || !bodiless(&parts.method) => {
-                put_field(out, b"content-length", digits(n, 10, &mut [0; 20]));
+                put_field(out, b"content-length", decimal(n, &mut [0; 20]));
             }
             _ if chunked => put_field(out, b"transfer-encoding", b"chunked"),
             _ => {}
@@ -270,10 +270,10 @@ impl Conn {
             let http10 = parsed.version == Some(0);
             let mut framing =
                 Framing::of(method, status, parsed.headers, http10).map_err(protocol)?;
-            if let (true, Kind::Chunked(chunked)) = (pass_chunks, &mut framing.kind) {
-                *chunked = Chunked::passing();
+            let passing = pass_chunks && matches!(framing.kind, Kind::Chunked(_));
+            if passing {
+                framing.kind = Kind::Chunked(Chunked::passing());
             }
-            let passing = matches!(&framing.kind, Kind::Chunked(c) if c.is_passing());
             let kept = Kept::of(&self.buf[..len], parsed.headers);
             let fields = kept.over(self.buf.split_to(len).freeze(), passing);
             return Ok(Some((Head { status, fields }, framing)));
