@@ -42,7 +42,14 @@ MODELS = {
 SKIP = {"model"}
 # JSON gives pydantic only a string for `bytes` (which must encode as UTF-8).
 TY = {float: "Float", int: "Int", bool: "Bool", str: "Str", bytes: "Bytes", list: "List", dict: "Dict"}
-ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "Dict", "DictOfDicts"]
+# Lists whose elements mmgate looks into: chat messages and chat tools.
+SHAPED = {
+    importlib.import_module("vllm.entrypoints.chat_utils").ChatCompletionMessageParam: "ChatMessages",
+    importlib.import_module(
+        "vllm.entrypoints.openai.chat_completion.protocol"
+    ).ChatCompletionToolsParam: "ChatTools",
+}
+ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "ChatMessages", "ChatTools", "Dict", "DictOfDicts"]
 
 
 def constraint(m):
@@ -250,6 +257,11 @@ def simple(ann):
             ty = "Dict"
         if ty is None:
             return None, nullable
+        shaped = SHAPED.get(typing.get_args(a)[0]) if ty == "List" and len(typing.get_args(a)) == 1 else None
+        if shaped and length == (0, None):
+            if shaped not in tys:
+                tys.append(shaped)
+            continue
         if ty == "List":
             args = typing.get_args(a)
             kinds = checked(args[0], accepts(args[0])) if args else set(KINDS)

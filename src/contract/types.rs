@@ -26,6 +26,12 @@ pub(super) enum Ty {
     /// and at most this many elements (`Field(min_length=..., max_length=...)`; else 0 and
     /// `usize::MAX`).
     List(KindSet, usize, usize),
+    /// `list[ChatCompletionMessageParam]`: a list of objects, each of which some chat message
+    /// type may accept ([`crate::inspect::Member::misshapen`] says when none can).
+    ChatMessages,
+    /// `list[ChatCompletionToolsParam]`: a list of objects, each a chat tool (as
+    /// [`Ty::ChatMessages`]).
+    ChatTools,
     Dict,
     /// An empty object, which a before-validator turns into an empty list with `list()`
     /// (a non-empty one becomes the list of its keys, which the field's list refuses).
@@ -231,6 +237,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::List(accepted, lo, hi) => {
                 !m.elements.within(accepted) || !(lo..=hi).contains(&m.len)
             }
+            Ty::ChatMessages | Ty::ChatTools => !m.elements.within(KindSet::OBJECT) || m.misshapen,
             _ => true,
         },
         Kind::Object { .. } if ty == Ty::DictOfDicts => m
@@ -242,7 +249,12 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::Float => !m.coerce().float,
             Ty::Int => !m.coerce().int,
             Ty::Bool => m.coerce().bool.is_none(),
-            Ty::List(..) | Ty::Dict | Ty::DictOfDicts | Ty::EmptyDict => true,
+            Ty::List(..)
+            | Ty::ChatMessages
+            | Ty::ChatTools
+            | Ty::Dict
+            | Ty::DictOfDicts
+            | Ty::EmptyDict => true,
             Ty::Str => false,
             Ty::Bytes => m.lone_surrogate() == Some(true),
             Ty::Literal(words) => m.is_one_of(words) == Some(false),
@@ -255,12 +267,24 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::Str
             | Ty::Bytes
             | Ty::List(..)
+            | Ty::ChatMessages
+            | Ty::ChatTools
             | Ty::Dict
             | Ty::DictOfDicts
             | Ty::EmptyDict
             | Ty::Literal(_) => true,
         },
-        Kind::Bool(_) => dict || matches!(ty, Ty::Str | Ty::Bytes | Ty::List(..) | Ty::Literal(_)),
+        Kind::Bool(_) => {
+            dict || matches!(
+                ty,
+                Ty::Str
+                    | Ty::Bytes
+                    | Ty::List(..)
+                    | Ty::ChatMessages
+                    | Ty::ChatTools
+                    | Ty::Literal(_)
+            )
+        }
     }
 }
 
@@ -561,6 +585,101 @@ mod tests {
                 Some("prompt"),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn chat_messages_are_refused_only_when_no_message_type_takes_one() {
+        // Each checked against the real server, chat and tokenize alike.
+        let refused = [
+            "{}",
+            r#"{"content":"hi"}"#,
+            r#"{"role":5,"content":"x"}"#,
+            r#"{"role":null}"#,
+            r#"{"role":"user","content":5}"#,
+            r#"{"role":"user","content":true}"#,
+            r#"{"role":"user","content":NaN}"#,
+            r#"{"author":{"role":"user"},"content":5}"#,
+            r#"{"role":"user","content":"x","name":null}"#,
+            r#"{"role":"user","content":"x","name":5}"#,
+            r#"{"role":"user","role":5,"content":"x"}"#,
+        ];
+        let taken = [
+            r#"{"role":"user"}"#,
+            r#"{"role":"x","content":"hi","name":"n"}"#,
+            r#"{"role":"user","content":{}}"#,
+            r#"{"role":"assistant","content":null}"#,
+            r#"{"role":"user","author":5,"content":"x"}"#,
+            r#"{"r\u006fle":"user","content":"x"}"#,
+            r#"{"role":5,"role":"user","content":"x"}"#,
+            r#"{"author":{"role":"user"}}"#,
+        ];
+        let ok = r#"{"role":"user","content":"hi"}"#;
+        for (message, expected) in refused
+            .iter()
+            .map(|m| (m, Some("messages")))
+            .chain(taken.iter().map(|m| (m, None)))
+        {
+            for list in [format!("[{message}]"), format!("[{ok},{message}]")] {
+                let body = format!(r#"{{"messages":{list}}}"#);
+                assert_eq!(error(fields::CHAT, &body), expected, "{body}");
+                let body = format!(r#"{{"model":"m","messages":{list}}}"#);
+                assert_eq!(
+                    error(fields::CLASSIFY, &body).is_some(),
+                    expected.is_some(),
+                    "{body}"
+                );
+            }
+        }
+        // The last `messages` counts; a list of messages under `input` is judged too.
+        let body = format!(r#"{{"messages":[{{}}],"messages":[{ok}]}}"#);
+        assert_eq!(error(fields::CHAT, &body), None);
+        let chat_input = fields::EMBEDDINGS
+            .iter()
+            .find(|m| m.name == "EmbeddingChatInputRequest");
+        let chat_input = chat_input.expect("the chat-input embeddings model");
+        let field_error = |body: &str| {
+            let findings = crate::inspect::inspect(body.as_bytes(), 970).unwrap();
+            Model::new(chat_input).first_error(&findings)
+        };
+        assert_eq!(field_error(&format!(r#"{{"input":[{ok}]}}"#)), None);
+        assert_eq!(field_error(r#"{"input":[{}]}"#), Some("input"));
+    }
+
+    #[test]
+    fn chat_tools_are_refused_only_when_the_tool_type_cannot_take_one() {
+        // Each checked against the real server.
+        let refused = [
+            "{}",
+            r#"{"function":{}}"#,
+            r#"{"function":"f"}"#,
+            r#"{"type":"x","function":{"name":"f"}}"#,
+            r#"{"type":null,"function":{"name":"f"}}"#,
+            r#"{"function":{"name":5}}"#,
+            r#"{"function":{"name":"f","parameters":[]}}"#,
+            r#"{"function":{"name":"f","description":5}}"#,
+            r#"{"function":{"name":"f","strict":"x"}}"#,
+            r#"{"function":{"name":"f"},"defer_loading":"x"}"#,
+            r#"{"function":{"name":"f"},"function":{}}"#,
+        ];
+        let taken = [
+            r#"{"function":{"name":"f"}}"#,
+            r#"{"type":"\u0066unction","function":{"name":"f"}}"#,
+            r#"{"function":{"name":"f","parameters":null,"description":null}}"#,
+            r#"{"function":{"name":"f","parameters":{"a":1},"strict":"yes"}}"#,
+            r#"{"function":{"name":5,"name":"f"}}"#,
+            r#"{"function":{"name":"f"},"defer_loading":0}"#,
+        ];
+        let messages = r#""messages":[{"role":"user","content":"hi"}]"#;
+        for (tool, expected) in refused
+            .iter()
+            .map(|t| (t, Some("tools")))
+            .chain(taken.iter().map(|t| (t, None)))
+        {
+            let body = format!(r#"{{{messages},"tools":[{tool}]}}"#);
+            assert_eq!(error(fields::CHAT, &body), expected, "{body}");
+            let tokenize = error(fields::TOKENIZE, &body);
+            assert_eq!(tokenize.is_some(), expected.is_some(), "{body}");
         }
     }
 

@@ -332,6 +332,10 @@ pub struct Member {
     pub elements: KindSet,
     /// For an array, how many elements it has.
     pub len: usize,
+    /// For a list of the shape its name has in a chat request (`messages` and `input`: chat
+    /// messages; `tools`: chat tools): an element is an object no type of that shape accepts
+    /// ([`chat_message`], [`chat_tool`]).
+    pub misshapen: bool,
     /// A string or number, for what pydantic's lax mode makes of it as `bool`, `int` and
     /// `float` ([`Member::coerce`]).
     scalar: coerce::Scalar,
@@ -467,6 +471,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             _ => None,
         };
         let value_start = sc.pos;
+        let mut misshapen = false;
         let kind = match field {
             Some(f) => {
                 let finding = &mut fields[f.index()];
@@ -474,6 +479,23 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
                 *finding = field_value(sc)?;
                 finding.occurrences = occurrences;
                 finding.kind.unwrap_or(Kind::Null)
+            }
+            None if SHAPED.contains(&&name[..]) && sc.peek() == Some(b'[') => {
+                let shape = if &name[..] == b"tools" {
+                    chat_tool
+                } else {
+                    chat_message
+                };
+                let mut bad = false;
+                let empty = sc.elements(2, |sc| {
+                    let (kind, fits) = shape(sc)?;
+                    bad |= !fits;
+                    Ok(kind)
+                })?;
+                misshapen = bad;
+                let kind = Kind::Array { empty };
+                note_read(&name, kind, &mut facts);
+                kind
             }
             None => fact_value(sc, &name, &mut facts)?,
         };
@@ -506,6 +528,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             kind,
             elements,
             len,
+            misshapen,
             scalar,
         });
         Ok(())
@@ -670,7 +693,13 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
         }
         _ => sc.value(2)?,
     };
-    // One match per member: the facts, and the kinds the request models' checks read.
+    note_read(name, kind, facts);
+    Ok(kind)
+}
+
+/// Notes a top-level member's kind where vLLM's checks read it: the facts, and the kinds the
+/// request models' checks read (one match per member).
+fn note_read(name: &[u8], kind: Kind, facts: &mut Facts) {
     let read = match name {
         b"messages" => {
             facts.has_messages = true;
@@ -722,7 +751,38 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
     if let Some(read) = read {
         facts.read.0[read as usize] = Some(kind);
     }
-    Ok(kind)
+}
+
+/// The top-level lists whose object elements are looked into ([`Member::misshapen`]).
+const SHAPED: [&[u8]; 3] = [b"messages", b"input", b"tools"];
+
+/// Scans an element of a list of chat messages: its kind, and whether some chat message
+/// type may accept it (`false` only when none can). Every type but harmony's `Message` needs a string
+/// `role` and takes `name` only as a string; harmony's needs `author`; none takes a number
+/// or a boolean as `content`. The last duplicate counts, as in Python's dict.
+fn chat_message(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
+    if sc.peek() != Some(b'{') {
+        return Ok((sc.value(3)?, true)); // its kind is checked against the list's
+    }
+    let (mut role, mut author, mut name, mut content) = (false, false, true, true);
+    let empty = sc.members(3, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        let kind = sc.value(4)?;
+        match &key[..] {
+            b"role" => role = matches!(kind, Kind::Str { .. }),
+            b"author" => author = true,
+            b"name" => name = matches!(kind, Kind::Str { .. }),
+            b"content" => {
+                content = !matches!(kind, Kind::Number { .. } | Kind::NonFinite | Kind::Bool(_))
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok((
+        Kind::Object { empty },
+        content && (author || (role && name)),
+    ))
 }
 
 /// Scans a `prompt` list: which of pydantic's list types its elements fit.
@@ -735,7 +795,7 @@ fn prompt_list(sc: &mut Scanner<'_>) -> Result<(PromptForm, Kind), SyntaxError> 
         lists &= matches!(kind, Kind::Array { .. });
         ints = ints
             && (matches!(kind, Kind::Bool(_)) || coerce::of(kind, &sc.text()[start..sc.pos]).int);
-        Ok(())
+        Ok(kind)
     })?;
     let form = match (empty, texts, ints || lists) {
         (true, _, _) => PromptForm::Empty,
@@ -775,6 +835,64 @@ fn str_value(sc: &mut Scanner<'_>) -> Result<(StrField, Kind), SyntaxError> {
         Kind::Null => (StrField::Null, kind),
         other => (StrField::Other(other), kind),
     })
+}
+
+/// Scans an element of a chat request's `tools`: its kind, and whether
+/// `ChatCompletionToolsParam` may accept it (`false` only when it cannot): a `type` that is
+/// `"function"`, a `function` object with a string `name`, `description` a string or null,
+/// `parameters` an object or null, and `strict` and `defer_loading` booleans (as pydantic's
+/// lax mode reads them) or null.
+fn chat_tool(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
+    if sc.peek() != Some(b'{') {
+        return Ok((sc.value(3)?, true));
+    }
+    let (mut kind_ok, mut function, mut defer) = (true, false, true);
+    let empty = sc.members(3, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        let start = sc.pos;
+        match &key[..] {
+            b"type" if sc.peek() == Some(b'"') => {
+                let s = sc.string()?;
+                kind_ok = &key_bytes(sc.text(), s)[..] == b"function";
+            }
+            b"function" if sc.peek() == Some(b'{') => function = function_definition(sc)?,
+            _ => {
+                let kind = sc.value(4)?;
+                match &key[..] {
+                    b"type" => kind_ok = false,
+                    b"function" => function = false,
+                    b"defer_loading" => defer = bool_or_null(kind, &sc.text()[start..sc.pos]),
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    })?;
+    Ok((Kind::Object { empty }, kind_ok && function && defer))
+}
+
+/// Scans a chat tool's `function` object: whether `FunctionDefinition` may accept it.
+fn function_definition(sc: &mut Scanner<'_>) -> Result<bool, SyntaxError> {
+    let (mut name, mut description, mut parameters, mut strict) = (false, true, true, true);
+    sc.members(4, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        let start = sc.pos;
+        let kind = sc.value(5)?;
+        match &key[..] {
+            b"name" => name = matches!(kind, Kind::Str { .. }),
+            b"description" => description = matches!(kind, Kind::Str { .. } | Kind::Null),
+            b"parameters" => parameters = matches!(kind, Kind::Object { .. } | Kind::Null),
+            b"strict" => strict = bool_or_null(kind, &sc.text()[start..sc.pos]),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(name && description && parameters && strict)
+}
+
+/// Whether pydantic's lax mode takes the value as `bool | None`.
+fn bool_or_null(kind: Kind, token: &[u8]) -> bool {
+    matches!(kind, Kind::Null | Kind::Bool(_)) || coerce::of(kind, token).bool.is_some()
 }
 
 #[cfg(test)]

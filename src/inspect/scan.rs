@@ -208,8 +208,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// The kinds of the elements of the array scanned last ([`Scanner::value`] or
-    /// [`Scanner::elements`]); for an object, of its member values. `NOT_INT` is noted by
-    /// [`Scanner::value`] only.
+    /// [`Scanner::elements`]); for an object, of its member values.
     pub fn inner(&self) -> KindSet {
         self.inner
     }
@@ -554,11 +553,11 @@ impl<'a> Scanner<'a> {
     }
 
     /// Walks the elements of the array at the cursor (at `depth`), calling `on_element` for
-    /// each; `on_element` must consume the element (e.g. with [`Scanner::value`]). Returns
-    /// whether the array was empty.
+    /// each; `on_element` must consume the element (e.g. with [`Scanner::value`]) and return
+    /// its kind. Returns whether the array was empty.
     pub fn elements<F>(&mut self, depth: usize, mut on_element: F) -> Result<bool, SyntaxError>
     where
-        F: FnMut(&mut Self) -> Result<(), SyntaxError>,
+        F: FnMut(&mut Self) -> Result<Kind, SyntaxError>,
     {
         self.enter(depth)?;
         self.expect(b'[', "Expecting value")?;
@@ -572,7 +571,9 @@ impl<'a> Scanner<'a> {
         loop {
             inner = inner.or(self.kinds_at());
             len += 1;
-            on_element(self)?;
+            let start = self.pos;
+            let kind = on_element(self)?;
+            inner = inner.or(not_int(kind, &self.b[start..self.pos]));
             self.ws();
             match self.peek() {
                 Some(b',') => {

@@ -144,8 +144,24 @@ fn array_members_note_their_elements_kinds() {
     assert_eq!(prompt.members[0].len, 3);
     assert_eq!(
         prompt.members[0].elements,
-        k(&[K::NUMBER, K::ARRAY, K::STR])
+        k(&[K::NUMBER, K::ARRAY, K::STR, K::NOT_INT])
     );
+    // The lists walked element by element (`prompt`, `messages`, `input`) are noted as any
+    // other list is.
+    for list in [
+        r#"[1,"2",true,2.0," 3 "]"#,
+        r#"[1.5,"a",{},[],null,NaN]"#,
+        "[]",
+        "[{}]",
+    ] {
+        let of = |name: &str| {
+            let f = find(&format!(r#"{{"{name}":{list}}}"#));
+            (f.members[0].elements, f.members[0].len)
+        };
+        for name in ["prompt", "messages", "input"] {
+            assert_eq!(of(name), of("other"), "{name}: {list}");
+        }
+    }
     assert!(KindSet::NUMBER.within(K::ANY) && !K::ANY.within(K::NUMBER));
 }
 
