@@ -480,7 +480,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
                 finding.occurrences = occurrences;
                 finding.kind.unwrap_or(Kind::Null)
             }
-            None if SHAPED.contains(&&name[..]) && sc.peek() == Some(b'[') => {
+            None if SHAPED.contains(&&name[..]) && starts_with_object(sc) => {
                 let shape = if &name[..] == b"tools" {
                     chat_tool
                 } else {
@@ -755,6 +755,18 @@ fn note_read(name: &[u8], kind: Kind, facts: &mut Facts) {
 
 /// The top-level lists whose object elements are looked into ([`Member::misshapen`]).
 const SHAPED: [&[u8]; 3] = [b"messages", b"input", b"tools"];
+
+/// Whether the value at the cursor is a list whose first element is an object. Only those
+/// are walked element by element: in any other list one element at least is not an object,
+/// which the element kinds refuse already (and token lists stay on the fast path).
+fn starts_with_object(sc: &Scanner<'_>) -> bool {
+    let rest = &sc.text()[sc.pos..];
+    rest.first() == Some(&b'[')
+        && rest[1..]
+            .iter()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            == Some(&b'{')
+}
 
 /// Scans an element of a list of chat messages: its kind, and whether some chat message
 /// type may accept it (`false` only when none can). Every type but harmony's `Message` needs a string
