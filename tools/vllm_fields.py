@@ -49,7 +49,7 @@ SHAPED = {
         "vllm.entrypoints.openai.chat_completion.protocol"
     ).ChatCompletionToolsParam: "ChatTools",
 }
-ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "ChatMessages", "ChatTools", "Dict", "DictOfDicts"]
+ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "ChatMessages", "ChatTools", "Tagged", "Dict", "DictOfDicts"]
 
 
 def constraint(m):
@@ -213,6 +213,37 @@ def checked(x, kinds):
     return kinds
 
 
+def tags(x):
+    """For a union of models told apart by a required `type` (`Literal` strings), and with
+    no before-validators: each model's words and its other required fields; else None."""
+    if typing.get_origin(x) is typing.Annotated:
+        if not transparent(x):
+            return None
+        x = typing.get_args(x)[0]
+    if typing.get_origin(x) not in (typing.Union, types.UnionType):
+        return None
+    out = []
+    for m in typing.get_args(x):
+        if not (isinstance(m, type) and issubclass(m, pydantic.BaseModel)):
+            return None
+        if any(d.info.mode != "after" for d in m.__pydantic_decorators__.model_validators.values()):
+            return None
+        t = m.model_fields.get("type")
+        if t is None or not t.is_required() or typing.get_origin(t.annotation) is not typing.Literal:
+            return None
+        words = typing.get_args(t.annotation)
+        if not all(isinstance(w, str) for w in words):
+            return None
+        required = [f.alias or n for n, f in m.model_fields.items() if f.is_required() and n != "type"]
+        out.append((words, required))
+    return out
+
+
+def tags_expr(tags):
+    strs = lambda xs: "&[" + ", ".join(f'"{x}"' for x in xs) + "]"
+    return "Tagged(&[" + ", ".join(f"Tag {{ words: {strs(w)}, required: {strs(r)} }}" for w, r in tags) + "])"
+
+
 def kinds_expr(kinds):
     if kinds == set(KINDS):
         return "KindSet::ANY"
@@ -261,6 +292,11 @@ def simple(ann):
         if shaped and length == (0, None):
             if shaped not in tys:
                 tys.append(shaped)
+            continue
+        tagged = tags(typing.get_args(a)[0]) if ty == "List" and len(typing.get_args(a)) == 1 else None
+        if tagged and length == (0, None):
+            # A list of tagged objects (the Responses API's tools): `Ty::Tagged`.
+            tys.append(tags_expr(tagged))
             continue
         if ty == "List":
             args = typing.get_args(a)
@@ -378,7 +414,7 @@ print("//! before-validators mmgate reproduces, the top-level fields whose JSON 
 print("//! (`str`, `int`, `list[...]`, unions of them), and the required fields of other types")
 print("//! (`tys: &[]`: only their absence is certain); `range`: the inclusive bounds of a")
 print("//! number field (`Field(ge=..., le=...)`).\n")
-print("use super::types::{Check, FieldTy, ModelTy, Ty};")
+print("use super::types::{Check, FieldTy, ModelTy, Tag, Ty};")
 print("use crate::inspect::KindSet;\n")
 for const, paths in MODELS.items():
     print("#[rustfmt::skip]")

@@ -5,7 +5,7 @@
 //! (`tys: &[]`: only their absence is certain); `range`: the inclusive bounds of a
 //! number field (`Field(ge=..., le=...)`).
 
-use super::types::{Check, FieldTy, ModelTy, Ty};
+use super::types::{Check, FieldTy, ModelTy, Tag, Ty};
 use crate::inspect::KindSet;
 
 #[rustfmt::skip]
@@ -234,7 +234,7 @@ pub(super) const RESPONSES: &[ModelTy] = &[
             FieldTy { name: "temperature", tys: &[Ty::Float], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "text", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "tool_choice", tys: &[Ty::Literal(&["none", "auto", "required"]), Ty::Dict], nullable: false, required: false, filled_from: "", range: None },
-            FieldTy { name: "tools", tys: &[Ty::List(KindSet::OBJECT, 0, usize::MAX)], nullable: false, required: false, filled_from: "", range: None },
+            FieldTy { name: "tools", tys: &[Ty::Tagged(&[Tag { words: &["function"], required: &["name"] }, Tag { words: &["file_search"], required: &["vector_store_ids"] }, Tag { words: &["computer"], required: &[] }, Tag { words: &["computer_use_preview"], required: &["display_height", "display_width", "environment"] }, Tag { words: &["web_search", "web_search_2025_08_26"], required: &[] }, Tag { words: &["mcp"], required: &["server_label"] }, Tag { words: &["code_interpreter"], required: &["container"] }, Tag { words: &["programmatic_tool_calling"], required: &[] }, Tag { words: &["image_generation"], required: &[] }, Tag { words: &["local_shell"], required: &[] }, Tag { words: &["shell"], required: &[] }, Tag { words: &["custom"], required: &["name"] }, Tag { words: &["namespace"], required: &["description", "name", "tools"] }, Tag { words: &["tool_search"], required: &[] }, Tag { words: &["web_search_preview", "web_search_preview_2025_03_11"], required: &[] }, Tag { words: &["apply_patch"], required: &[] }])], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "top_k", tys: &[Ty::Int], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "top_logprobs", tys: &[Ty::Int], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "top_p", tys: &[Ty::Float], nullable: true, required: false, filled_from: "", range: None },

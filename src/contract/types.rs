@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::inspect::{Field, Findings, Kind, KindSet, Member, Read, Sign, StrField};
+use crate::inspect::{Field, Findings, Kind, KindSet, Member, Read, Sign, StrField, Tagged};
 
 /// A simple declared type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +32,10 @@ pub(super) enum Ty {
     /// `list[ChatCompletionToolsParam]`: a list of objects, each a chat tool (as
     /// [`Ty::ChatMessages`]).
     ChatTools,
+    /// A list of objects each of which one of these types takes (a union of models told
+    /// apart by a required `type`: the Responses API's tools), read from a `tools` list's
+    /// [`crate::inspect::Member::tagged`].
+    Tagged(&'static [Tag]),
     Dict,
     /// An empty object, which a before-validator turns into an empty list with `list()`
     /// (a non-empty one becomes the list of its keys, which the field's list refuses).
@@ -41,6 +45,27 @@ pub(super) enum Ty {
     DictOfDicts,
     /// A string equal to one of these (`Literal["a", "b"]`).
     Literal(&'static [&'static str]),
+}
+
+/// One type of a tagged union: the `type` words it takes and its other required fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Tag {
+    pub(super) words: &'static [&'static str],
+    pub(super) required: &'static [&'static str],
+}
+
+impl Tag {
+    /// Whether this type may take the object: its `type` is one of the words, and it has
+    /// every required field (their values are not judged).
+    fn may_take(&self, t: &Tagged) -> bool {
+        t.tag
+            .as_deref()
+            .is_some_and(|tag| self.words.iter().any(|w| w.as_bytes() == tag))
+            && self
+                .required
+                .iter()
+                .all(|r| t.keys.iter().any(|k| k == r.as_bytes()))
+    }
 }
 
 /// A declared top-level field: the types it accepts (a union when more than one; none
@@ -238,6 +263,12 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
                 !m.elements.within(accepted) || !(lo..=hi).contains(&m.len)
             }
             Ty::ChatMessages | Ty::ChatTools => !m.elements.within(KindSet::OBJECT) || m.misshapen,
+            Ty::Tagged(tags) => {
+                !m.elements.within(KindSet::OBJECT)
+                    || m.tagged
+                        .iter()
+                        .any(|t| !tags.iter().any(|tag| tag.may_take(t)))
+            }
             _ => true,
         },
         Kind::Object { .. } if ty == Ty::DictOfDicts => m
@@ -252,6 +283,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::List(..)
             | Ty::ChatMessages
             | Ty::ChatTools
+            | Ty::Tagged(_)
             | Ty::Dict
             | Ty::DictOfDicts
             | Ty::EmptyDict => true,
@@ -269,6 +301,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             | Ty::List(..)
             | Ty::ChatMessages
             | Ty::ChatTools
+            | Ty::Tagged(_)
             | Ty::Dict
             | Ty::DictOfDicts
             | Ty::EmptyDict
@@ -282,6 +315,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
                     | Ty::List(..)
                     | Ty::ChatMessages
                     | Ty::ChatTools
+                    | Ty::Tagged(_)
                     | Ty::Literal(_)
             )
         }
@@ -680,6 +714,38 @@ mod tests {
             assert_eq!(error(fields::CHAT, &body), expected, "{body}");
             let tokenize = error(fields::TOKENIZE, &body);
             assert_eq!(tokenize.is_some(), expected.is_some(), "{body}");
+        }
+    }
+
+    #[test]
+    fn responses_tools_are_refused_only_when_no_tool_type_takes_one() {
+        // Each checked against the real server.
+        let refused = [
+            "{}",
+            r#"{"type":"function","function":{"name":"f"}}"#,
+            r#"{"type":"nope","name":"f"}"#,
+            r#"{"type":5,"name":"f"}"#,
+            r#"{"type":"function","name":"f","type":null}"#,
+            r#"{"type":"file_search"}"#,
+            r#"{"type":"mcp"}"#,
+        ];
+        let taken = [
+            r#"{"type":"function","name":"f"}"#,
+            r#"{"type":"\u0066unction","name":"f","parameters":{}}"#,
+            r#"{"type":"web_search"}"#,
+            r#"{"type":"file_search","vector_store_ids":[]}"#,
+            r#"{"type":"mcp","server_label":"s"}"#,
+            r#"{"type":null,"type":"function","name":"f"}"#,
+        ];
+        for (tool, expected) in refused
+            .iter()
+            .map(|t| (t, Some("tools")))
+            .chain(taken.iter().map(|t| (t, None)))
+        {
+            let body = format!(r#"{{"input":"hi","tools":[{tool}]}}"#);
+            assert_eq!(error(fields::RESPONSES, &body), expected, "{body}");
+            let body = format!(r#"{{"input":"hi","tools":[{{"type":"web_search"}},{tool}]}}"#);
+            assert_eq!(error(fields::RESPONSES, &body), expected, "{body}");
         }
     }
 

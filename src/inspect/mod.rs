@@ -336,9 +336,21 @@ pub struct Member {
     /// messages; `tools`: chat tools): an element is an object no type of that shape accepts
     /// ([`chat_message`], [`chat_tool`]).
     pub misshapen: bool,
+    /// For a `tools` list that opens with an object: each object element as a union of
+    /// tagged types reads it (the Responses API's tools).
+    pub tagged: Vec<Tagged>,
     /// A string or number, for what pydantic's lax mode makes of it as `bool`, `int` and
     /// `float` ([`Member::coerce`]).
     scalar: coerce::Scalar,
+}
+
+/// An object as a union of types told apart by their `type` reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tagged {
+    /// Its `type` (the last), decoded, when that is a string.
+    pub tag: Option<Vec<u8>>,
+    /// Its keys, decoded.
+    pub keys: Vec<Vec<u8>>,
 }
 
 impl Member {
@@ -472,6 +484,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
         };
         let value_start = sc.pos;
         let mut misshapen = false;
+        let mut tagged = Vec::new();
         let kind = match field {
             Some(f) => {
                 let finding = &mut fields[f.index()];
@@ -481,14 +494,14 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
                 finding.kind.unwrap_or(Kind::Null)
             }
             None if SHAPED.contains(&&name[..]) && starts_with_object(sc) => {
-                let shape = if &name[..] == b"tools" {
-                    chat_tool
-                } else {
-                    chat_message
-                };
+                let tools = &name[..] == b"tools";
                 let mut bad = false;
                 let empty = sc.elements(2, |sc| {
-                    let (kind, fits) = shape(sc)?;
+                    let (kind, fits) = if tools {
+                        chat_tool(sc, &mut tagged)?
+                    } else {
+                        chat_message(sc)?
+                    };
                     bad |= !fits;
                     Ok(kind)
                 })?;
@@ -529,6 +542,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             elements,
             len,
             misshapen,
+            tagged,
             scalar,
         });
         Ok(())
@@ -849,23 +863,30 @@ fn str_value(sc: &mut Scanner<'_>) -> Result<(StrField, Kind), SyntaxError> {
     })
 }
 
-/// Scans an element of a chat request's `tools`: its kind, and whether
-/// `ChatCompletionToolsParam` may accept it (`false` only when it cannot): a `type` that is
-/// `"function"`, a `function` object with a string `name`, `description` a string or null,
-/// `parameters` an object or null, and `strict` and `defer_loading` booleans (as pydantic's
-/// lax mode reads them) or null.
-fn chat_tool(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
+/// Scans an element of a `tools` list: its kind, and whether `ChatCompletionToolsParam` may
+/// accept it (`false` only when it cannot): a `type` that is `"function"`, a `function`
+/// object with a string `name`, `description` a string or null, `parameters` an object or
+/// null, and `strict` and `defer_loading` booleans (as pydantic's lax mode reads them) or
+/// null. An object element is also added to `tagged`, for the Responses API's tool types.
+fn chat_tool(sc: &mut Scanner<'_>, tagged: &mut Vec<Tagged>) -> Result<(Kind, bool), SyntaxError> {
     if sc.peek() != Some(b'{') {
         return Ok((sc.value(3)?, true));
     }
     let (mut kind_ok, mut function, mut defer) = (true, false, true);
+    let mut seen = Tagged::default();
     let empty = sc.members(3, |sc, key| {
         let key = key_bytes(sc.text(), key);
         let start = sc.pos;
+        seen.keys.push(key.to_vec());
+        if &key[..] == b"type" {
+            seen.tag = None;
+        }
         match &key[..] {
             b"type" if sc.peek() == Some(b'"') => {
                 let s = sc.string()?;
-                kind_ok = &key_bytes(sc.text(), s)[..] == b"function";
+                let tag = key_bytes(sc.text(), s);
+                kind_ok = &tag[..] == b"function";
+                seen.tag = Some(tag.into_owned());
             }
             b"function" if sc.peek() == Some(b'{') => function = function_definition(sc)?,
             _ => {
@@ -880,6 +901,7 @@ fn chat_tool(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
         }
         Ok(())
     })?;
+    tagged.push(seen);
     Ok((Kind::Object { empty }, kind_ok && function && defer))
 }
 
