@@ -49,7 +49,7 @@ SHAPED = {
         "vllm.entrypoints.openai.chat_completion.protocol"
     ).ChatCompletionToolsParam: "ChatTools",
 }
-ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "ChatMessages", "ChatTools", "Tagged", "Dict", "DictOfDicts"]
+ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "ChatMessages", "ChatTools", "TaggedList", "Tagged", "Dict", "DictOfDicts"]
 
 
 def constraint(m):
@@ -222,8 +222,13 @@ def tags(x):
         x = typing.get_args(x)[0]
     if typing.get_origin(x) not in (typing.Union, types.UnionType):
         return None
+    return model_tags(typing.get_args(x))
+
+
+def model_tags(models):
+    """`tags` of the union of these models."""
     out = []
-    for m in typing.get_args(x):
+    for m in models:
         if not (isinstance(m, type) and issubclass(m, pydantic.BaseModel)):
             return None
         if any(d.info.mode != "after" for d in m.__pydantic_decorators__.model_validators.values()):
@@ -239,9 +244,9 @@ def tags(x):
     return out
 
 
-def tags_expr(tags):
+def tags_expr(variant, tags):
     strs = lambda xs: "&[" + ", ".join(f'"{x}"' for x in xs) + "]"
-    return "Tagged(&[" + ", ".join(f"Tag {{ words: {strs(w)}, required: {strs(r)} }}" for w, r in tags) + "])"
+    return variant + "(&[" + ", ".join(f"Tag {{ words: {strs(w)}, required: {strs(r)} }}" for w, r in tags) + "])"
 
 
 def kinds_expr(kinds):
@@ -263,6 +268,7 @@ def simple(ann):
     tys = []
     words = []
     lists = []  # per list type of the union, the kinds its elements may have
+    models = []  # the union's models
     for a in non:
         length = (0, None)  # a list type's `min_length` and `max_length`
         if typing.get_origin(a) is typing.Annotated:
@@ -283,7 +289,8 @@ def simple(ann):
         if values and (typing.get_origin(values[0]) or values[0]) is dict:
             ty = "DictOfDicts"  # an object whose every value is an object
         if ty is None and isinstance(a, type) and issubclass(a, pydantic.BaseModel):
-            ty = "Dict"  # from JSON, a model is read from an object only
+            models.append(a)  # from JSON, a model is read from an object only
+            continue
         if ty is None and typing_extensions.is_typeddict(a):
             ty = "Dict"
         if ty is None:
@@ -296,7 +303,7 @@ def simple(ann):
         tagged = tags(typing.get_args(a)[0]) if ty == "List" and len(typing.get_args(a)) == 1 else None
         if tagged and length == (0, None):
             # A list of tagged objects (the Responses API's tools): `Ty::Tagged`.
-            tys.append(tags_expr(tagged))
+            tys.append(tags_expr("TaggedList", tagged))
             continue
         if ty == "List":
             args = typing.get_args(a)
@@ -306,6 +313,12 @@ def simple(ann):
             continue
         if ty not in tys:
             tys.append(ty)
+    # Models told apart by their `type` are `Ty::Tagged`; other models any object (`Dict`).
+    tagged = model_tags(models) if models and "Dict" not in tys else None
+    if tagged:
+        tys.append(tags_expr("Tagged", tagged))
+    elif models and "Dict" not in tys:
+        tys.append("Dict")
     # One entry per list type: a list is refused when no list type takes all its elements.
     for kinds, (lo, hi) in lists:
         hi = "usize::MAX" if hi is None else hi
