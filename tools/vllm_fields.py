@@ -49,7 +49,7 @@ SHAPED = {
         "vllm.entrypoints.openai.chat_completion.protocol"
     ).ChatCompletionToolsParam: "ChatTools",
 }
-ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "ChatMessages", "ChatTools", "TaggedList", "Tagged", "Dict", "DictOfDicts"]
+ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "ChatMessages", "ChatTools", "WordList", "TaggedList", "Tagged", "Dict", "DictOfDicts"]
 
 
 def constraint(m):
@@ -305,6 +305,13 @@ def simple(ann):
             # A list of tagged objects (the Responses API's tools): `Ty::Tagged`.
             tys.append(tags_expr("TaggedList", tagged))
             continue
+        element = typing.get_args(a)[0] if ty == "List" and len(typing.get_args(a)) == 1 else None
+        if typing.get_origin(element) is typing.Literal and length == (0, None):
+            values = typing.get_args(element)
+            if all(isinstance(v, str) for v in values):
+                # A list of `Literal` strings: `Ty::WordList` (read for `include`).
+                tys.append("WordList(&[" + ", ".join(f'"{v}"' for v in values) + "])")
+                continue
         if ty == "List":
             args = typing.get_args(a)
             kinds = checked(args[0], accepts(args[0])) if args else set(KINDS)

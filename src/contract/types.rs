@@ -35,6 +35,12 @@ pub(super) enum Ty {
     /// A list of objects each of which one of these types takes (a union of models told
     /// apart by a required `type`: the Responses API's tools), read from a `tools` list's
     /// [`crate::inspect::Member::tagged`].
+    TaggedList(&'static [Tag]),
+    /// A list of strings each equal to one of these words (`list[Literal[...]]`), read from
+    /// an `include` list's [`crate::inspect::Member::strings`]; judged for no other member.
+    WordList(&'static [&'static str]),
+    /// An object one of these types takes (the Responses API's object `tool_choice`), read
+    /// from `tool_choice`'s [`crate::inspect::Member::tagged`]; judged for no other member.
     Tagged(&'static [Tag]),
     Dict,
     /// An empty object, which a before-validator turns into an empty list with `list()`
@@ -263,7 +269,13 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
                 !m.elements.within(accepted) || !(lo..=hi).contains(&m.len)
             }
             Ty::ChatMessages | Ty::ChatTools => !m.elements.within(KindSet::OBJECT) || m.misshapen,
-            Ty::Tagged(tags) => {
+            Ty::WordList(words) => {
+                !m.elements.within(KindSet::STR.or(KindSet::NOT_INT))
+                    || m.strings
+                        .iter()
+                        .any(|s| !words.iter().any(|w| w.as_bytes() == s))
+            }
+            Ty::TaggedList(tags) => {
                 !m.elements.within(KindSet::OBJECT)
                     || m.tagged
                         .iter()
@@ -275,6 +287,12 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             .field
             .is_some_and(|g| findings.field(g).non_object_member.is_some()),
         Kind::Object { empty } if ty == Ty::EmptyDict => !empty,
+        Kind::Object { .. } if matches!(ty, Ty::Tagged(_)) => {
+            let Ty::Tagged(tags) = ty else { unreachable!() };
+            m.tagged
+                .first()
+                .is_some_and(|t| !tags.iter().any(|tag| tag.may_take(t)))
+        }
         Kind::Object { .. } => ty != Ty::Dict,
         Kind::Str { .. } => match ty {
             Ty::Float => !m.coerce().float,
@@ -283,6 +301,8 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::List(..)
             | Ty::ChatMessages
             | Ty::ChatTools
+            | Ty::WordList(_)
+            | Ty::TaggedList(_)
             | Ty::Tagged(_)
             | Ty::Dict
             | Ty::DictOfDicts
@@ -301,6 +321,8 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             | Ty::List(..)
             | Ty::ChatMessages
             | Ty::ChatTools
+            | Ty::WordList(_)
+            | Ty::TaggedList(_)
             | Ty::Tagged(_)
             | Ty::Dict
             | Ty::DictOfDicts
@@ -315,6 +337,8 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
                     | Ty::List(..)
                     | Ty::ChatMessages
                     | Ty::ChatTools
+                    | Ty::WordList(_)
+                    | Ty::TaggedList(_)
                     | Ty::Tagged(_)
                     | Ty::Literal(_)
             )
@@ -745,6 +769,55 @@ mod tests {
             let body = format!(r#"{{"input":"hi","tools":[{tool}]}}"#);
             assert_eq!(error(fields::RESPONSES, &body), expected, "{body}");
             let body = format!(r#"{{"input":"hi","tools":[{{"type":"web_search"}},{tool}]}}"#);
+            assert_eq!(error(fields::RESPONSES, &body), expected, "{body}");
+        }
+    }
+
+    #[test]
+    fn a_responses_tool_choice_object_needs_a_type_that_takes_it() {
+        // Each checked against the real server.
+        let refused = [
+            "{}",
+            r#"{"name":"f"}"#,
+            r#"{"type":"nope"}"#,
+            r#"{"type":"function"}"#,
+            r#"{"type":"mcp"}"#,
+            r#""nope""#,
+        ];
+        let taken = [
+            r#"{"type":"function","name":"f"}"#,
+            r#"{"type":"file_search"}"#,
+            r#"{"type":"mcp","server_label":"s"}"#,
+            r#"{"type":null,"type":"web_search_preview"}"#,
+            r#""auto""#,
+        ];
+        let tools = r#""tools":[{"type":"function","name":"f"}]"#;
+        for (choice, expected) in refused
+            .iter()
+            .map(|c| (c, Some("tool_choice")))
+            .chain(taken.iter().map(|c| (c, None)))
+        {
+            let body = format!(r#"{{"input":"hi",{tools},"tool_choice":{choice}}}"#);
+            assert_eq!(error(fields::RESPONSES, &body), expected, "{body}");
+        }
+    }
+
+    #[test]
+    fn a_list_of_literal_words_takes_only_those_words() {
+        // Each checked against the real server.
+        for (include, expected) in [
+            (r#"["a"]"#, Some("include")),
+            (r#"["reasoning.encrypted_content","x"]"#, Some("include")),
+            (r#"[1]"#, Some("include")),
+            ("[]", None),
+            (r#"["reasoning.encrypted_content"]"#, None),
+            (
+                r#"["reas\u006fning.encrypted_content","file_search_call.results"]"#,
+                None,
+            ),
+            ("null", None),
+        ] {
+            let body = format!(r#"{{"input":"hi","include":{include}}}"#);
             assert_eq!(error(fields::RESPONSES, &body), expected, "{body}");
         }
     }

@@ -337,8 +337,11 @@ pub struct Member {
     /// ([`chat_message`], [`chat_tool`]).
     pub misshapen: bool,
     /// For a `tools` list that opens with an object: each object element as a union of
-    /// tagged types reads it (the Responses API's tools).
+    /// tagged types reads it (the Responses API's tools); for an object `tool_choice`, that
+    /// object.
     pub tagged: Vec<Tagged>,
+    /// For an `include` list: its string elements, decoded (the Responses API's words).
+    pub strings: Vec<Vec<u8>>,
     /// A string or number, for what pydantic's lax mode makes of it as `bool`, `int` and
     /// `float` ([`Member::coerce`]).
     scalar: coerce::Scalar,
@@ -351,6 +354,16 @@ pub struct Tagged {
     pub tag: Option<Vec<u8>>,
     /// Its keys, decoded.
     pub keys: Vec<Vec<u8>>,
+}
+
+impl Tagged {
+    /// Notes a member's key (a `type` has no string value until one is read).
+    fn key(&mut self, key: &[u8]) {
+        if key == b"type" {
+            self.tag = None;
+        }
+        self.keys.push(key.to_vec());
+    }
 }
 
 impl Member {
@@ -485,6 +498,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
         let value_start = sc.pos;
         let mut misshapen = false;
         let mut tagged = Vec::new();
+        let mut strings = Vec::new();
         let kind = match field {
             Some(f) => {
                 let finding = &mut fields[f.index()];
@@ -510,7 +524,20 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
                 note_read(&name, kind, &mut facts);
                 kind
             }
-            None => fact_value(sc, &name, &mut facts)?,
+            None if &name[..] == b"include" && sc.peek() == Some(b'[') => {
+                let empty = sc.elements(2, |sc| {
+                    if sc.peek() != Some(b'"') {
+                        return sc.value(3);
+                    }
+                    let s = sc.string()?;
+                    strings.push(key_bytes(sc.text(), s).into_owned());
+                    Ok(Kind::Str {
+                        empty: s.start == s.end,
+                    })
+                })?;
+                Kind::Array { empty }
+            }
+            None => fact_value(sc, &name, &mut facts, &mut tagged)?,
         };
         let (elements, len) = match kind {
             Kind::Array { .. } => (sc.inner(), sc.inner_len()),
@@ -543,6 +570,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             len,
             misshapen,
             tagged,
+            strings,
             scalar,
         });
         Ok(())
@@ -651,7 +679,13 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
 }
 
 /// Scans a non-gated top-level value, recording what the earlier checks read.
-fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Kind, SyntaxError> {
+/// An object `tool_choice` is added to `tagged`, for the Responses API's tool-choice types.
+fn fact_value(
+    sc: &mut Scanner<'_>,
+    name: &[u8],
+    facts: &mut Facts,
+    tagged: &mut Vec<Tagged>,
+) -> Result<Kind, SyntaxError> {
     let kind = match name {
         b"model" => {
             let (v, kind) = str_value(sc)?;
@@ -661,17 +695,23 @@ fn fact_value(sc: &mut Scanner<'_>, name: &[u8], facts: &mut Facts) -> Result<Ki
         b"tool_choice" if sc.peek() == Some(b'{') => {
             // `tool_choice.get("type") == "function"` (the last `type`).
             let mut named = false;
+            let mut seen = Tagged::default();
             let empty = sc.members(2, |sc, key| {
-                let is_type = &key_bytes(sc.text(), key)[..] == b"type";
+                let key = key_bytes(sc.text(), key);
+                seen.key(&key);
+                let is_type = &key[..] == b"type";
                 if is_type && sc.peek() == Some(b'"') {
                     let s = sc.string()?;
-                    named = &key_bytes(sc.text(), s)[..] == b"function";
+                    let tag = key_bytes(sc.text(), s);
+                    named = &tag[..] == b"function";
+                    seen.tag = Some(tag.into_owned());
                 } else {
                     sc.value(3)?;
                     named &= !is_type;
                 }
                 Ok(())
             })?;
+            tagged.push(seen);
             facts.tool_choice = StrField::Other(Kind::Object { empty });
             facts.named_tool_choice = named;
             Kind::Object { empty }
@@ -877,10 +917,7 @@ fn chat_tool(sc: &mut Scanner<'_>, tagged: &mut Vec<Tagged>) -> Result<(Kind, bo
     let empty = sc.members(3, |sc, key| {
         let key = key_bytes(sc.text(), key);
         let start = sc.pos;
-        seen.keys.push(key.to_vec());
-        if &key[..] == b"type" {
-            seen.tag = None;
-        }
+        seen.key(&key);
         match &key[..] {
             b"type" if sc.peek() == Some(b'"') => {
                 let s = sc.string()?;
