@@ -60,7 +60,22 @@ pub(super) struct Tag {
     pub(super) required: &'static [&'static str],
 }
 
+impl Ty {
+    /// Whether only a list or an object can be of this type (every scalar is refused).
+    fn container(self) -> bool {
+        !matches!(
+            self,
+            Ty::Float | Ty::Int | Ty::Bool | Ty::Str | Ty::Bytes | Ty::Literal(_)
+        )
+    }
+}
+
 impl Tag {
+    /// Whether no type of the union may take the object.
+    fn none_takes(tags: &[Tag], t: &Tagged) -> bool {
+        !tags.iter().any(|tag| tag.may_take(t))
+    }
+
     /// Whether this type may take the object: its `type` is one of the words, and it has
     /// every required field (their values are not judged).
     fn may_take(&self, t: &Tagged) -> bool {
@@ -261,88 +276,50 @@ pub(super) enum Refusal {
 
 /// Whether pydantic (lax mode) refuses a value of the member's JSON kind for `ty`.
 fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
-    let dict = matches!(ty, Ty::Dict | Ty::DictOfDicts | Ty::EmptyDict);
+    let objects = || !m.elements.within(KindSet::OBJECT);
     match m.kind {
         Kind::Null => true,
         Kind::Array { .. } => match ty {
             Ty::List(accepted, lo, hi) => {
                 !m.elements.within(accepted) || !(lo..=hi).contains(&m.len)
             }
-            Ty::ChatMessages | Ty::ChatTools => !m.elements.within(KindSet::OBJECT) || m.misshapen,
+            Ty::ChatMessages | Ty::ChatTools => objects() || m.misshapen,
             Ty::WordList(words) => {
                 !m.elements.within(KindSet::STR.or(KindSet::NOT_INT))
                     || m.strings
                         .iter()
                         .any(|s| !words.iter().any(|w| w.as_bytes() == s))
             }
-            Ty::TaggedList(tags) => {
-                !m.elements.within(KindSet::OBJECT)
-                    || m.tagged
-                        .iter()
-                        .any(|t| !tags.iter().any(|tag| tag.may_take(t)))
-            }
+            Ty::TaggedList(tags) => objects() || m.tagged.iter().any(|t| Tag::none_takes(tags, t)),
             _ => true,
         },
-        Kind::Object { .. } if ty == Ty::DictOfDicts => m
-            .field
-            .is_some_and(|g| findings.field(g).non_object_member.is_some()),
-        Kind::Object { empty } if ty == Ty::EmptyDict => !empty,
-        Kind::Object { .. } if matches!(ty, Ty::Tagged(_)) => {
-            let Ty::Tagged(tags) = ty else { unreachable!() };
-            m.tagged
-                .first()
-                .is_some_and(|t| !tags.iter().any(|tag| tag.may_take(t)))
-        }
-        Kind::Object { .. } => ty != Ty::Dict,
+        Kind::Object { empty } => match ty {
+            Ty::Dict => false,
+            Ty::DictOfDicts => m
+                .field
+                .is_some_and(|g| findings.field(g).non_object_member.is_some()),
+            Ty::EmptyDict => !empty,
+            Ty::Tagged(tags) => m.tagged.first().is_some_and(|t| Tag::none_takes(tags, t)),
+            _ => true,
+        },
+        _ if ty.container() => true,
         Kind::Str { .. } => match ty {
             Ty::Float => !m.coerce().float,
             Ty::Int => !m.coerce().int,
             Ty::Bool => m.coerce().bool.is_none(),
-            Ty::List(..)
-            | Ty::ChatMessages
-            | Ty::ChatTools
-            | Ty::WordList(_)
-            | Ty::TaggedList(_)
-            | Ty::Tagged(_)
-            | Ty::Dict
-            | Ty::DictOfDicts
-            | Ty::EmptyDict => true,
             Ty::Str => false,
             Ty::Bytes => m.lone_surrogate() == Some(true),
             Ty::Literal(words) => m.is_one_of(words) == Some(false),
+            _ => true,
         },
         Kind::NonFinite => ty != Ty::Float,
         Kind::Number { .. } => match ty {
             Ty::Int => !m.coerce().int,
             Ty::Bool => m.coerce().bool.is_none(),
             Ty::Float => false,
-            Ty::Str
-            | Ty::Bytes
-            | Ty::List(..)
-            | Ty::ChatMessages
-            | Ty::ChatTools
-            | Ty::WordList(_)
-            | Ty::TaggedList(_)
-            | Ty::Tagged(_)
-            | Ty::Dict
-            | Ty::DictOfDicts
-            | Ty::EmptyDict
-            | Ty::Literal(_) => true,
+            _ => true,
         },
-        Kind::Bool(_) => {
-            dict || matches!(
-                ty,
-                Ty::Str
-                    | Ty::Bytes
-                    | Ty::List(..)
-                    | Ty::ChatMessages
-                    | Ty::ChatTools
-                    | Ty::WordList(_)
-                    | Ty::TaggedList(_)
-                    | Ty::Tagged(_)
-                    | Ty::Literal(_)
-            )
-        }
+        Kind::Bool(_) => matches!(ty, Ty::Str | Ty::Bytes | Ty::Literal(_)),
     }
 }
 
