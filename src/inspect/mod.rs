@@ -823,12 +823,13 @@ fn starts_with_object(sc: &Scanner<'_>) -> bool {
 }
 
 /// Scans an element of a list of chat messages: its kind, and whether some chat message
-/// type may accept it (`false` only when none can). Every type but harmony's `Message` needs a string
-/// `role` and takes `name` only as a string; harmony's needs `author`; none takes a number
-/// or a boolean as `content`. The last duplicate counts, as in Python's dict.
+/// type may accept it (`false` only when none can). Every type but harmony's `Message`
+/// needs a string `role` and takes `name` only as a string; harmony's needs `author`; none
+/// takes a number or a boolean as `content`. The last duplicate counts, as in Python's dict.
 fn chat_message(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
     if sc.peek() != Some(b'{') {
-        return Ok((sc.value(3)?, true)); // its kind is checked against the list's
+        // Not an object: the list's element kinds judge it.
+        return Ok((sc.value(3)?, true));
     }
     let (mut role, mut author, mut name, mut content) = (false, false, true, true);
     let empty = sc.members(3, |sc, key| {
