@@ -594,6 +594,17 @@ mod tests {
         })
     }
 
+    /// The bodies vLLM refuses (naming `param`) paired with `Some(param)`, then the ones it
+    /// takes with `None`.
+    fn expected<'a>(
+        refused: &'a [&'a str],
+        taken: &'a [&'a str],
+        param: &'static str,
+    ) -> impl Iterator<Item = (&'a str, Option<&'static str>)> {
+        let refused = refused.iter().map(move |&b| (b, Some(param)));
+        refused.chain(taken.iter().map(|&b| (b, None)))
+    }
+
     fn check(route: &'static [ModelTy], body: &str) -> Option<&'static str> {
         match refusal(route, body) {
             Some(Refusal::Check(name)) => Some(name),
@@ -650,11 +661,7 @@ mod tests {
             r#"{"author":{"role":"user"}}"#,
         ];
         let ok = r#"{"role":"user","content":"hi"}"#;
-        for (message, expected) in refused
-            .iter()
-            .map(|m| (m, Some("messages")))
-            .chain(taken.iter().map(|m| (m, None)))
-        {
+        for (message, expected) in expected(&refused, &taken, "messages") {
             for list in [format!("[{message}]"), format!("[{ok},{message}]")] {
                 let body = format!(r#"{{"messages":{list}}}"#);
                 assert_eq!(error(fields::CHAT, &body), expected, "{body}");
@@ -706,11 +713,7 @@ mod tests {
             r#"{"function":{"name":"f"},"defer_loading":0}"#,
         ];
         let messages = r#""messages":[{"role":"user","content":"hi"}]"#;
-        for (tool, expected) in refused
-            .iter()
-            .map(|t| (t, Some("tools")))
-            .chain(taken.iter().map(|t| (t, None)))
-        {
+        for (tool, expected) in expected(&refused, &taken, "tools") {
             let body = format!(r#"{{{messages},"tools":[{tool}]}}"#);
             assert_eq!(error(fields::CHAT, &body), expected, "{body}");
             let tokenize = error(fields::TOKENIZE, &body);
@@ -738,11 +741,7 @@ mod tests {
             r#"{"type":"mcp","server_label":"s"}"#,
             r#"{"type":null,"type":"function","name":"f"}"#,
         ];
-        for (tool, expected) in refused
-            .iter()
-            .map(|t| (t, Some("tools")))
-            .chain(taken.iter().map(|t| (t, None)))
-        {
+        for (tool, expected) in expected(&refused, &taken, "tools") {
             let body = format!(r#"{{"input":"hi","tools":[{tool}]}}"#);
             assert_eq!(error(fields::RESPONSES, &body), expected, "{body}");
             let body = format!(r#"{{"input":"hi","tools":[{{"type":"web_search"}},{tool}]}}"#);
@@ -769,11 +768,7 @@ mod tests {
             r#""auto""#,
         ];
         let tools = r#""tools":[{"type":"function","name":"f"}]"#;
-        for (choice, expected) in refused
-            .iter()
-            .map(|c| (c, Some("tool_choice")))
-            .chain(taken.iter().map(|c| (c, None)))
-        {
+        for (choice, expected) in expected(&refused, &taken, "tool_choice") {
             let body = format!(r#"{{"input":"hi",{tools},"tool_choice":{choice}}}"#);
             assert_eq!(error(fields::RESPONSES, &body), expected, "{body}");
         }

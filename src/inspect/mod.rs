@@ -364,6 +364,15 @@ impl Tagged {
         }
         self.keys.push(key.to_vec());
     }
+
+    /// Reads the string `type` at the cursor: whether it is `"function"`.
+    fn read_tag(&mut self, sc: &mut Scanner<'_>) -> Result<bool, SyntaxError> {
+        let s = sc.string()?;
+        let tag = key_bytes(sc.text(), s).into_owned();
+        let function = tag == b"function";
+        self.tag = Some(tag);
+        Ok(function)
+    }
 }
 
 impl Member {
@@ -525,17 +534,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
                 kind
             }
             None if &name[..] == b"include" && sc.peek() == Some(b'[') => {
-                let empty = sc.elements(2, |sc| {
-                    if sc.peek() != Some(b'"') {
-                        return sc.value(3);
-                    }
-                    let s = sc.string()?;
-                    strings.push(key_bytes(sc.text(), s).into_owned());
-                    Ok(Kind::Str {
-                        empty: s.start == s.end,
-                    })
-                })?;
-                Kind::Array { empty }
+                word_list(sc, &mut strings)?
             }
             None => fact_value(sc, &name, &mut facts, &mut tagged)?,
         };
@@ -701,10 +700,7 @@ fn fact_value(
                 seen.key(&key);
                 let is_type = &key[..] == b"type";
                 if is_type && sc.peek() == Some(b'"') {
-                    let s = sc.string()?;
-                    let tag = key_bytes(sc.text(), s);
-                    named = &tag[..] == b"function";
-                    seen.tag = Some(tag.into_owned());
+                    named = seen.read_tag(sc)?;
                 } else {
                     sc.value(3)?;
                     named &= !is_type;
@@ -852,6 +848,21 @@ fn chat_message(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
     ))
 }
 
+/// Scans an `include` list, its string elements decoded into `strings`.
+fn word_list(sc: &mut Scanner<'_>, strings: &mut Vec<Vec<u8>>) -> Result<Kind, SyntaxError> {
+    let empty = sc.elements(2, |sc| {
+        if sc.peek() != Some(b'"') {
+            return sc.value(3);
+        }
+        let s = sc.string()?;
+        strings.push(key_bytes(sc.text(), s).into_owned());
+        Ok(Kind::Str {
+            empty: s.start == s.end,
+        })
+    })?;
+    Ok(Kind::Array { empty })
+}
+
 /// Scans a `prompt` list: which of pydantic's list types its elements fit.
 fn prompt_list(sc: &mut Scanner<'_>) -> Result<(PromptForm, Kind), SyntaxError> {
     let (mut texts, mut ints, mut lists) = (true, true, true);
@@ -920,12 +931,7 @@ fn chat_tool(sc: &mut Scanner<'_>, tagged: &mut Vec<Tagged>) -> Result<(Kind, bo
         let start = sc.pos;
         seen.key(&key);
         match &key[..] {
-            b"type" if sc.peek() == Some(b'"') => {
-                let s = sc.string()?;
-                let tag = key_bytes(sc.text(), s);
-                kind_ok = &tag[..] == b"function";
-                seen.tag = Some(tag.into_owned());
-            }
+            b"type" if sc.peek() == Some(b'"') => kind_ok = seen.read_tag(sc)?,
             b"function" if sc.peek() == Some(b'{') => function = function_definition(sc)?,
             _ => {
                 let kind = sc.value(4)?;
