@@ -134,6 +134,44 @@ pub fn of(kind: Kind, token: &[u8]) -> Coerce {
     }
 }
 
+/// Whether pydantic's lax `int` may take a string (its token, quotes included): `of`'s
+/// `int`, without the other two readings, which are the costly ones.
+pub fn string_int(token: &[u8]) -> bool {
+    let raw = &token[1..token.len() - 1];
+    // Most strings are words: an ASCII first byte that neither starts a number nor is
+    // whitespace or an escape settles it.
+    let settled = |b: &u8| {
+        b.is_ascii()
+            && !matches!(
+                b,
+                b'0'..=b'9' | b'+' | b'-' | b'.' | b'i' | b'I' | b'n' | b'N' | b'\t'..=b'\r' | b' ' | b'\\'
+            )
+    };
+    if raw.len() <= MAX_SCALAR_TEXT && raw.first().is_none_or(settled) {
+        return false;
+    }
+    match (raw.len() > MAX_SCALAR_TEXT, raw.contains(&b'\\')) {
+        (true, _) => true,
+        (false, true) => int_string(&scan::unescape(raw)),
+        (false, false) => int_string(raw),
+    }
+}
+
+/// `text(s).int`.
+fn int_string(s: &[u8]) -> bool {
+    let t = trim(s);
+    starts_number(t) && int_text(t)
+}
+
+/// Whether trimmed text may be a number: it starts with a digit, a sign or a point, or
+/// spells inf or nan.
+fn starts_number(t: &[u8]) -> bool {
+    matches!(
+        t.first(),
+        Some(b'0'..=b'9' | b'+' | b'-' | b'.' | b'i' | b'I' | b'n' | b'N')
+    )
+}
+
 fn string(raw: &[u8]) -> Coerce {
     if raw.len() > MAX_SCALAR_TEXT {
         return Coerce {
@@ -151,11 +189,7 @@ fn string(raw: &[u8]) -> Coerce {
 /// A string's decoded (WTF-8) text.
 fn text(s: &[u8]) -> Coerce {
     let t = trim(s);
-    // A number starts with a digit, a sign or a point, or spells inf or nan.
-    let number = matches!(
-        t.first(),
-        Some(b'0'..=b'9' | b'+' | b'-' | b'.' | b'i' | b'I' | b'n' | b'N')
-    );
+    let number = starts_number(t);
     Coerce {
         bool: bool_word(s),
         int: number && int_text(t),
@@ -343,12 +377,12 @@ mod tests {
     #[test]
     fn strings_coerce_as_pydantic_coerces_them() {
         let s = |t: &str| {
-            of(
-                Kind::Str {
-                    empty: t.is_empty(),
-                },
-                &str_token(t),
-            )
+            let kind = Kind::Str {
+                empty: t.is_empty(),
+            };
+            let c = of(kind, &str_token(t));
+            assert_eq!(string_int(&str_token(t)), c.int, "{t}");
+            c
         };
         for (t, b) in [
             ("true", true),
@@ -558,8 +592,10 @@ mod tests {
             "x".repeat(MAX_SCALAR_TEXT + 1),
             format!("{}\\n", "7".repeat(MAX_SCALAR_TEXT)),
         ] {
-            let c = of(Kind::Str { empty: false }, format!("\"{long}\"").as_bytes());
+            let token = format!("\"{long}\"");
+            let c = of(Kind::Str { empty: false }, token.as_bytes());
             assert_eq!((c.bool, c.int, c.float), (None, true, true));
+            assert!(string_int(token.as_bytes()));
         }
         let escaped_word = "\\u0074\\u0072\\u0075\\u0065";
         let c = of(

@@ -592,6 +592,11 @@ impl<'a> Scanner<'a> {
 }
 
 impl Scanner<'_> {
+    /// The kinds of the value just scanned from `start` (`kind`), `NOT_INT` included.
+    pub fn kinds(&self, kind: Kind, start: usize) -> KindSet {
+        KindSet::of(kind).or(not_int(kind, &self.b[start..self.pos]))
+    }
+
     /// The kind of the value at the cursor, from its first bytes (none if it is not a value).
     fn kinds_at(&self) -> KindSet {
         match self.peek() {
@@ -610,11 +615,18 @@ impl Scanner<'_> {
 
 /// `NOT_INT` for a number or string token that pydantic's lax `int` refuses, else nothing.
 fn not_int(kind: Kind, token: &[u8]) -> KindSet {
-    let scalar = matches!(kind, Kind::Number { .. } | Kind::Str { .. });
-    if scalar && !super::coerce::of(kind, token).int {
-        KindSet::NOT_INT
-    } else {
+    let int = match kind {
+        Kind::Str { .. } => super::coerce::string_int(token),
+        // Token ids: digits alone are an integer.
+        Kind::Number { .. } => {
+            token.iter().all(u8::is_ascii_digit) || super::coerce::of(kind, token).int
+        }
+        _ => return KindSet::NONE,
+    };
+    if int {
         KindSet::NONE
+    } else {
+        KindSet::NOT_INT
     }
 }
 
