@@ -49,7 +49,8 @@ SHAPED = {
         "vllm.entrypoints.openai.chat_completion.protocol"
     ).ChatCompletionToolsParam: "ChatTools",
 }
-ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "ChatMessages", "ChatTools", "WordList", "TaggedList", "Tagged", "Dict", "DictOfDicts"]
+ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "Nested", "ChatMessages", "ChatTools", "ChatBatches", "WordList",
+         "TaggedList", "ContentList", "Tagged", "Content", "Dict", "DictOfDicts"]
 
 
 def constraint(m):
@@ -213,40 +214,108 @@ def checked(x, kinds):
     return kinds
 
 
-def tags(x):
-    """For a union of models told apart by a required `type` (`Literal` strings), and with
-    no before-validators: each model's words and its other required fields; else None."""
+def tags(x, filled=None):
+    """For a union of models and TypedDicts told apart by their `type` (`Literal` strings),
+    with no before-validators: each type's words, whether it takes an object without a
+    `type` or with a null one, and its other required fields (less those in `filled`, by
+    word: keys a before-validator adds); else None."""
     if typing.get_origin(x) is typing.Annotated:
         if not transparent(x):
             return None
         x = typing.get_args(x)[0]
     if typing.get_origin(x) not in (typing.Union, types.UnionType):
         return None
-    return model_tags(typing.get_args(x))
+    return model_tags(flatten(typing.get_args(x)), filled or {})
 
 
-def model_tags(models):
-    """`tags` of the union of these models."""
+def flatten(members):
+    """A union's members, nested unions (and their transparent `Annotated`) spread out."""
+    out = []
+    for m in members:
+        if typing.get_origin(m) is typing.Annotated and transparent(m):
+            m = typing.get_args(m)[0]
+        if typing.get_origin(m) in (typing.Union, types.UnionType):
+            out += flatten(typing.get_args(m))
+        else:
+            out.append(m)
+    return out
+
+
+def td_fields(td):
+    """A TypedDict's fields: name -> (annotation without `Required`/`NotRequired`, required)."""
+    hints = typing_extensions.get_type_hints(td, include_extras=True)
+    out = {}
+    for name, h in hints.items():
+        o = typing_extensions.get_origin(h)
+        if o is typing_extensions.Required:
+            out[name] = (typing.get_args(h)[0], True)
+        elif o is typing_extensions.NotRequired:
+            out[name] = (typing.get_args(h)[0], False)
+        else:
+            out[name] = (h, name in td.__required_keys__)
+    return out
+
+
+def model_tags(models, filled=None):
+    """`tags` of the union of these models and TypedDicts."""
     out = []
     for m in models:
-        if not (isinstance(m, type) and issubclass(m, pydantic.BaseModel)):
+        if typing_extensions.is_typeddict(m):
+            fields = td_fields(m)
+            if "type" not in fields:
+                return None
+            ann, tag_required = fields["type"]
+            required = [(n, a) for n, (a, r) in fields.items() if r and n != "type"]
+        elif isinstance(m, type) and issubclass(m, pydantic.BaseModel):
+            if any(d.info.mode != "after" for d in m.__pydantic_decorators__.model_validators.values()):
+                return None
+            t = m.model_fields.get("type")
+            if t is None:
+                return None
+            ann, tag_required = t.annotation, t.is_required()
+            required = [
+                (f.alias or n, object if validated(m, n, f) else f.annotation)
+                for n, f in m.model_fields.items() if f.is_required() and n != "type"
+            ]
+        else:
             return None
-        if any(d.info.mode != "after" for d in m.__pydantic_decorators__.model_validators.values()):
+        words = [a for a in (typing.get_args(ann) if typing.get_origin(ann) in (typing.Union, types.UnionType) else [ann])]
+        null = type(None) in words
+        words = [w for w in words if w is not type(None)]
+        if len(words) != 1 or typing.get_origin(words[0]) is not typing.Literal:
             return None
-        t = m.model_fields.get("type")
-        if t is None or not t.is_required() or typing.get_origin(t.annotation) is not typing.Literal:
-            return None
-        words = typing.get_args(t.annotation)
+        words = typing.get_args(words[0])
         if not all(isinstance(w, str) for w in words):
             return None
-        required = [f.alias or n for n, f in m.model_fields.items() if f.is_required() and n != "type"]
-        out.append((words, required))
+        gone = set().union(*((filled or {}).get(w, set()) for w in words))
+        required = tuple((r, kinds_expr(checked(a, accepts(a)))) for r, a in required if r not in gone)
+        tag = (words, not tag_required, null, required)
+        if tag not in out:
+            out.append(tag)
     return out
+
+
+def content_tags(x):
+    """For a TypedDict whose one required field is a `content` list of tagged types (a score
+    input's `ScoreMultiModalParam`): those types' `tags`; else None."""
+    if not typing_extensions.is_typeddict(x):
+        return None
+    fields = td_fields(x)
+    if [n for n, (_, r) in fields.items() if r] != ["content"]:
+        return None
+    ann = fields["content"][0]
+    if typing.get_origin(ann) is not list:
+        return None
+    return tags(typing.get_args(ann)[0])
 
 
 def tags_expr(variant, tags):
     strs = lambda xs: "&[" + ", ".join(f'"{x}"' for x in xs) + "]"
-    return variant + "(&[" + ", ".join(f"Tag {{ words: {strs(w)}, required: {strs(r)} }}" for w, r in tags) + "])"
+    return variant + "(&[" + ", ".join(
+        f"Tag {{ words: {strs(w)}, omitted: {str(o).lower()}, null: {str(n).lower()}, required: &["
+        + ", ".join(f'("{name}", {kinds})' for name, kinds in r) + "] }"
+        for w, o, n, r in tags
+    ) + "])"
 
 
 def kinds_expr(kinds):
@@ -256,10 +325,11 @@ def kinds_expr(kinds):
     return f"KindSet::{first}" + "".join(f".or(KindSet::{k})" for k in rest)
 
 
-def simple(ann):
+def simple(ann, filled=None):
     """The JSON-level types a field accepts (`None` when some of them cannot be told from
     the JSON kind alone), and whether it accepts null. A `Literal` of strings is a string
-    equal to one of them."""
+    equal to one of them. `filled`: keys a before-validator adds to tagged list elements, by
+    `type` word."""
     args = [ann]
     if typing.get_origin(ann) in (typing.Union, types.UnionType):
         args = list(typing.get_args(ann))
@@ -292,25 +362,56 @@ def simple(ann):
             models.append(a)  # from JSON, a model is read from an object only
             continue
         if ty is None and typing_extensions.is_typeddict(a):
+            parts = content_tags(a)
+            if parts:
+                # A score input object: `Ty::Content`.
+                tys.append(tags_expr("Content", parts))
+                continue
             ty = "Dict"
         if ty is None:
             return None, nullable
-        shaped = SHAPED.get(typing.get_args(a)[0]) if ty == "List" and len(typing.get_args(a)) == 1 else None
+        element = typing.get_args(a)[0] if ty == "List" and len(typing.get_args(a)) == 1 else None
+        shaped = SHAPED.get(element) if element is not None else None
         if shaped and length == (0, None):
             if shaped not in tys:
                 tys.append(shaped)
             continue
-        tagged = tags(typing.get_args(a)[0]) if ty == "List" and len(typing.get_args(a)) == 1 else None
+        conversation = element
+        if typing.get_origin(conversation) is typing.Annotated and constraints_only(conversation):
+            conversation = typing.get_args(conversation)[0]
+        inner = typing.get_args(conversation)[0] if typing.get_origin(conversation) is list else None
+        if inner is not None and SHAPED.get(inner) == "ChatMessages" and length == (0, None):
+            # A list of conversations, each with one message at least: `Ty::ChatBatches`.
+            bounds = length_bounds(element) if conversation is not element else (0, None)
+            if bounds != (1, None):
+                raise SystemExit(f"{ann}: conversations of other lengths than 1 and more")
+            tys.append("ChatBatches")
+            continue
+        tagged = tags(element, filled) if element is not None else None
         if tagged and length == (0, None):
-            # A list of tagged objects (the Responses API's tools): `Ty::Tagged`.
+            # A list of tagged objects (the Responses API's tools and input items).
             tys.append(tags_expr("TaggedList", tagged))
             continue
-        element = typing.get_args(a)[0] if ty == "List" and len(typing.get_args(a)) == 1 else None
+        union = flatten([element]) if element is not None else []
+        parts = [content_tags(u) for u in union if u is not str]
+        if union and str in union and len(parts) == 1 and parts[0] and length == (0, None):
+            # A list of score inputs (strings and content objects): `Ty::ContentList`.
+            tys.append(tags_expr("ContentList", parts[0]))
+            continue
         if typing.get_origin(element) is typing.Literal and length == (0, None):
             values = typing.get_args(element)
             if all(isinstance(v, str) for v in values):
                 # A list of `Literal` strings: `Ty::WordList` (read for `include`).
                 tys.append("WordList(&[" + ", ".join(f'"{v}"' for v in values) + "])")
+                continue
+        inner_args = typing.get_args(element) if typing.get_origin(element) in (list, dict) else ()
+        if len(inner_args) in (1, 2) and length == (0, None):
+            # A list of lists (token ids) or of objects of plain values: `Ty::Nested`.
+            leaf = inner_args[-1]
+            outer = "KindSet::ARRAY" if typing.get_origin(element) is list else "KindSet::OBJECT"
+            kinds = checked(leaf, accepts(leaf))
+            if kinds != set(KINDS):
+                tys.append(f"Nested({outer}, {kinds_expr(kinds)})")
                 continue
         if ty == "List":
             args = typing.get_args(a)
@@ -347,6 +448,9 @@ FILLED = {
 # a string (ResponsesRequest.input_item_parsing): an object becomes the list of its keys, so
 # `{}` is taken as `[]`, and a non-empty object only where the list takes strings.
 LISTED = {"ResponsesRequest": {"input"}}
+# Keys a before-validator adds to list elements of a `type`, by (model, field) and word
+# (ResponsesRequest.input_item_parsing: a reasoning item gets an `id` when it has none).
+ADDED = {("ResponsesRequest", "input"): {"reasoning": {"id"}}}
 # The before-validators (`model_validator(mode="before")`) whose refusals mmgate's
 # `types::Check` reproduces, by (model, validator); the others only ever refuse more.
 CHECKS = {
@@ -409,11 +513,14 @@ def fields(path):
                 out[info.alias or name] = ([], True, True, filled.get(name, ""), None)
             continue
         name = info.alias or name
-        tys, nullable = simple(info.annotation)
+        tys, nullable = simple(info.annotation, ADDED.get((model.__name__, name)))
         if tys and name in LISTED.get(model.__name__, ()):
-            lists = [t for t in tys if t.startswith("List(")]
+            lists = [t for t in tys if t.startswith(("List(", "TaggedList("))]
             if lists and "Dict" not in tys:
-                tys.append("Dict" if "KindSet::STR" in lists[0] or "ANY" in lists[0] else "EmptyDict")
+                # A list of tagged objects takes no string, as a list of objects.
+                plain = lists[0].startswith("List(")
+                keys = plain and ("KindSet::STR" in lists[0] or "ANY" in lists[0])
+                tys.append("Dict" if keys else "EmptyDict")
         if tys and "Str" in tys and constrained(info):
             # pydantic reads a constrained `str` (`min_length` ...) as Rust text, which a lone
             # surrogate cannot be: it refuses what `bytes` refuses.

@@ -11,7 +11,9 @@ mod types;
 
 use crate::classify::RouteKind;
 use crate::inspect::scan::Kind;
-use crate::inspect::{Facts, Field, Findings, InspectError, PromptForm, Read, StrField};
+use crate::inspect::{
+    Facts, Field, Findings, InspectError, KindSet, PromptForm, Read, StrField, Tagged,
+};
 
 /// What mmgate knows about the upstream vLLM's configuration, for the checks that run
 /// before the gate.
@@ -98,6 +100,9 @@ pub enum Invalid {
     /// `prompt_embeds` with `echo` or `prompt_logprobs` on a completion.
     #[error("prompt_embeds is not compatible with echo or prompt_logprobs")]
     PromptEmbeds,
+    /// A Responses `input` item that the renderer cannot turn into a chat message.
+    #[error("Unsupported input item type")]
+    InputItem,
     /// A request chat template without `--trust-request-chat-template`.
     #[error("Chat template is passed with request, but --trust-request-chat-template is not set.")]
     ChatTemplate,
@@ -364,6 +369,9 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
             if chat_form && !up.trust_request_chat_template && template {
                 return Verdict::Invalid(Invalid::ChatTemplate);
             }
+            if fam == Family::Responses && unsupported_input_item(f) {
+                return Verdict::Invalid(Invalid::InputItem);
+            }
         }
         Family::Completion => {
             if let Some(e) = completion_check(&f.facts, up) {
@@ -373,6 +381,36 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
         Family::Pooling => {}
     }
     gate(f)
+}
+
+/// Whether the Responses renderer refuses an `input` item as it turns the items into chat
+/// messages, before the gate (`_construct_message_from_response_item`, on the non-Harmony
+/// path). It takes an item that keeps a `role` (every message; pydantic keeps the other
+/// keys of an item it reads as a dict), a function call's output, and the items
+/// `input_item_parsing` made models of: a function call (string `arguments`, `call_id` and
+/// `name`) and a reasoning item (a `summary` list, no `encrypted_content` but an empty one).
+fn unsupported_input_item(f: &Findings) -> bool {
+    let Some(input) = f.member("input") else {
+        return false;
+    };
+    let is = |item: &Tagged, key: &[u8], kinds: KindSet| {
+        item.get(key).is_some_and(|k| k.kinds.within(kinds))
+    };
+    let text = KindSet::STR.or(KindSet::NOT_INT);
+    input.tagged.iter().any(|item| {
+        let taken = item.get(b"role").is_some()
+            || item.is(b"function_call_output")
+            || item.is(b"function_call")
+                && [&b"arguments"[..], b"call_id", b"name"]
+                    .iter()
+                    .all(|key| is(item, key, text))
+            || item.is(b"reasoning")
+                && is(item, b"summary", KindSet::ARRAY)
+                && item
+                    .get(b"encrypted_content")
+                    .is_none_or(|k| matches!(k.kind, Kind::Null | Kind::Str { empty: true }));
+        !taken
+    })
 }
 
 /// The completion renderer's checks, in its order, before it reaches the gate.
@@ -766,6 +804,54 @@ mod tests {
     /// The completion handler's checks before the gate, in its order (seen on the real
     /// render and serve servers).
     #[test]
+    fn responses_input_items_the_renderer_cannot_take_are_refused_before_the_gate() {
+        // Each checked against the real server, render and serve routes alike.
+        let up = UpstreamFacts::default();
+        let gate = Verdict::Reject(Field::MmProcessorKwargs);
+        for (item, taken) in [
+            (r#"{"role":"user","content":"x"}"#, true),
+            (r#"{"role":"user","id":"r"}"#, true),
+            (r#"{"type":"compaction_trigger","role":"user"}"#, true),
+            (r#"{"type":"function_call_output","output":"x"}"#, true),
+            (r#"{"type":"reasoning","summary":[]}"#, true),
+            (
+                r#"{"type":"reasoning","summary":[],"encrypted_content":""}"#,
+                true,
+            ),
+            (
+                r#"{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}"#,
+                true,
+            ),
+            (r#"{"id":"r"}"#, false),
+            (r#"{"type":null,"id":"r"}"#, false),
+            (r#"{"type":"item_reference","id":"r"}"#, false),
+            (r#"{"type":"compaction_trigger"}"#, false),
+            (r#"{"type":"configuration_update"}"#, false),
+            (r#"{"type":"reasoning","summary":{}}"#, false),
+            (
+                r#"{"type":"reasoning","summary":[],"encrypted_content":"x"}"#,
+                false,
+            ),
+        ] {
+            let body = kwargs_body(&format!(r#""input":[{item}]"#));
+            for route in [RouteKind::Responses, RouteKind::ResponsesRender] {
+                let want = if taken {
+                    gate.clone()
+                } else {
+                    Verdict::Invalid(Invalid::InputItem)
+                };
+                assert_eq!(v(route, &body, &up), want, "{body}");
+            }
+            // Harmony models render items their own way, and never reach the gate.
+            let harmony = UpstreamFacts {
+                harmony: true,
+                ..UpstreamFacts::default()
+            };
+            assert_eq!(v(RouteKind::Responses, &body, &harmony), Verdict::Accept);
+        }
+    }
+
+    #[test]
     fn completion_checks_run_before_the_gate() {
         let mut up = UpstreamFacts::default();
         let with = kwargs_body;
@@ -873,7 +959,10 @@ mod tests {
             assert_eq!(v(RouteKind::Chat, &chat(taken), &up), gate, "{taken}");
         }
         // The batch route rebuilds each conversation as a chat request (nulls dropped).
-        let batch = |member: &str| kwargs_body(&format!(r#""messages":[[]],{member}"#));
+        let batch = |member: &str| {
+            let messages = r#""messages":[[{"role":"user","content":"hi"}]]"#;
+            kwargs_body(&format!("{messages},{member}"))
+        };
         let got = v(
             RouteKind::ChatBatch,
             &batch(r#""truncate_prompt_tokens":-5"#),

@@ -9,7 +9,9 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::inspect::{Field, Findings, Kind, KindSet, Member, Read, Sign, StrField, Tagged};
+use crate::inspect::{
+    ChatForm, Field, Findings, Kind, KindSet, Member, Read, Sign, StrField, TagValue, Tagged,
+};
 
 /// A simple declared type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,22 +28,36 @@ pub(super) enum Ty {
     /// and at most this many elements (`Field(min_length=..., max_length=...)`; else 0 and
     /// `usize::MAX`).
     List(KindSet, usize, usize),
+    /// A list of containers of the first kind (lists or objects) whose values may be of the
+    /// second kinds (`list[list[int]]`, `list[dict[str, str]]`), read from
+    /// [`crate::inspect::Member::nested`] (known for some names only, accepted for others).
+    Nested(KindSet, KindSet),
     /// `list[ChatCompletionMessageParam]`: a list of objects, each of which some chat message
     /// type may accept ([`crate::inspect::Member::misshapen`] says when none can).
     ChatMessages,
     /// `list[ChatCompletionToolsParam]`: a list of objects, each a chat tool (as
     /// [`Ty::ChatMessages`]).
     ChatTools,
-    /// A list of objects each of which one of these types takes (a union of models told
-    /// apart by a required `type`: the Responses API's tools), read from a `tools` list's
-    /// [`crate::inspect::Member::tagged`].
+    /// `list[list[ChatCompletionMessageParam]]`: a list of conversations, each a non-empty
+    /// list of objects that some chat message type may accept (as [`Ty::ChatMessages`]).
+    ChatBatches,
+    /// A list of objects each of which one of these types takes (a union of types told
+    /// apart by their `type`: the Responses API's tools and input items), read from the
+    /// list's [`crate::inspect::Member::tagged`].
     TaggedList(&'static [Tag]),
+    /// A list of strings and objects each of which has a `content` list of objects that
+    /// these types take (`list[str | ScoreMultiModalParam]`, a score input's), read from
+    /// [`crate::inspect::Member::tagged`] and [`crate::inspect::Member::misshapen`] (an
+    /// object without such a list) for the members [`crate::inspect::CONTENTS`] names.
+    ContentList(&'static [Tag]),
     /// A list of strings each equal to one of these words (`list[Literal[...]]`), read from
     /// an `include` list's [`crate::inspect::Member::strings`]; judged for no other member.
     WordList(&'static [&'static str]),
     /// An object one of these types takes (the Responses API's object `tool_choice`), read
     /// from `tool_choice`'s [`crate::inspect::Member::tagged`]; judged for no other member.
     Tagged(&'static [Tag]),
+    /// One object of [`Ty::ContentList`] (`ScoreMultiModalParam`).
+    Content(&'static [Tag]),
     Dict,
     /// An empty object, which a before-validator turns into an empty list with `list()`
     /// (a non-empty one becomes the list of its keys, which the field's list refuses).
@@ -53,11 +69,15 @@ pub(super) enum Ty {
     Literal(&'static [&'static str]),
 }
 
-/// One type of a tagged union: the `type` words it takes and its other required fields.
+/// One type of a tagged union: the `type` words it takes, whether it also takes an object
+/// without a `type` (`NotRequired`) or with a null one (`Optional`), and its other required
+/// fields with the kinds each may have (as [`Ty::List`]'s elements).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Tag {
     pub(super) words: &'static [&'static str],
-    pub(super) required: &'static [&'static str],
+    pub(super) omitted: bool,
+    pub(super) null: bool,
+    pub(super) required: &'static [(&'static str, KindSet)],
 }
 
 impl Ty {
@@ -76,16 +96,21 @@ impl Tag {
         !tags.iter().any(|tag| tag.may_take(t))
     }
 
-    /// Whether this type may take the object: its `type` is one of the words, and it has
-    /// every required field (their values are not judged).
+    /// Whether this type may take the object: its `type` is one of the words (or absent or
+    /// null, where the type allows), and it has every required field, of a kind the field
+    /// may have (what is inside is not judged).
     fn may_take(&self, t: &Tagged) -> bool {
-        t.tag
-            .as_deref()
-            .is_some_and(|tag| self.words.iter().any(|w| w.as_bytes() == tag))
+        let typed = match &t.tag {
+            TagValue::Absent => self.omitted,
+            TagValue::Null => self.null,
+            TagValue::Word(tag) => self.words.iter().any(|w| tag.is(w.as_bytes())),
+            TagValue::Other => false,
+        };
+        typed
             && self
                 .required
                 .iter()
-                .all(|r| t.keys.iter().any(|k| k == r.as_bytes()))
+                .all(|&(r, kinds)| t.get(r.as_bytes()).is_some_and(|k| k.kinds.within(kinds)))
     }
 }
 
@@ -97,11 +122,24 @@ pub(super) struct FieldTy {
     pub(super) tys: &'static [Ty],
     pub(super) nullable: bool,
     pub(super) required: bool,
-    /// A member from which a before-validator fills this field in when that member is a
-    /// list (`""`: none): only then is the field's absence not certain.
+    /// A member from which a before-validator fills this field in when that member is of
+    /// the field's chat form (`""`: none): only then is the field's absence not certain.
     pub(super) filled_from: &'static str,
     /// For a field of one number type: its inclusive bounds (`Field(ge=..., le=...)`).
     pub(super) range: Option<(i128, i128)>,
+}
+
+impl FieldTy {
+    /// Whether a list of this chat form fills the field in (`normalize_input_messages`
+    /// moves `input` to `messages` when `_is_chat_messages`, or `_is_batched_chat_messages`
+    /// for a list of conversations, says so).
+    fn filled_by(&self, form: ChatForm) -> bool {
+        match self.tys {
+            [Ty::ChatMessages] => form == ChatForm::Messages,
+            [Ty::ChatBatches] => form == ChatForm::Conversations,
+            _ => form != ChatForm::Neither,
+        }
+    }
 }
 
 /// A request model of a route: the before-validators mmgate reproduces and its fields.
@@ -290,7 +328,15 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
                         .iter()
                         .any(|s| !words.iter().any(|w| w.as_bytes() == s))
             }
+            Ty::Nested(outer, inner) => !m.elements.within(outer) || !m.nested.within(inner),
+            Ty::ChatBatches => !m.elements.within(KindSet::ARRAY) || m.misshapen,
             Ty::TaggedList(tags) => objects() || m.tagged.iter().any(|t| Tag::none_takes(tags, t)),
+            Ty::ContentList(tags) => {
+                !m.elements
+                    .within(KindSet::STR.or(KindSet::NOT_INT).or(KindSet::OBJECT))
+                    || m.misshapen
+                    || m.tagged.iter().any(|t| Tag::none_takes(tags, t))
+            }
             _ => true,
         },
         Kind::Object { empty } => match ty {
@@ -300,6 +346,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
                 .is_some_and(|g| findings.field(g).non_object_member.is_some()),
             Ty::EmptyDict => !empty,
             Ty::Tagged(tags) => m.tagged.first().is_some_and(|t| Tag::none_takes(tags, t)),
+            Ty::Content(tags) => m.misshapen || m.tagged.iter().any(|t| Tag::none_takes(tags, t)),
             _ => true,
         },
         _ if ty.container() => true,
@@ -479,7 +526,7 @@ impl Model {
             let filled = !f.filled_from.is_empty()
                 && findings
                     .member(f.filled_from)
-                    .is_some_and(|m| matches!(m.kind, Kind::Array { .. }));
+                    .is_some_and(|m| f.filled_by(m.chat_form));
             !filled && findings.member(f.name).is_none()
         });
         missing
@@ -522,521 +569,4 @@ impl Model {
 }
 
 #[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-
-    use super::*;
-    use crate::contract::fields;
-
-    const ROUTES: [&[ModelTy]; 10] = [
-        fields::CHAT,
-        fields::CHAT_BATCH,
-        fields::COMPLETION,
-        fields::RESPONSES,
-        fields::TOKENIZE,
-        fields::EMBEDDINGS,
-        fields::POOLING,
-        fields::SCORE,
-        fields::RERANK,
-        fields::CLASSIFY,
-    ];
-
-    /// Every model of every route.
-    fn models() -> Vec<&'static ModelTy> {
-        ROUTES.iter().flat_map(|r| r.iter()).collect()
-    }
-
-    /// The definition: the table in order, each field against the last member of its name.
-    fn reference(table: &[FieldTy], findings: &Findings) -> Option<&'static str> {
-        table.iter().find_map(|f| match findings.member(f.name) {
-            None if f.required
-                && (f.filled_from.is_empty()
-                    || !findings
-                        .member(f.filled_from)
-                        .is_some_and(|m| matches!(m.kind, Kind::Array { .. }))) =>
-            {
-                Some(f.name)
-            }
-            Some(m) if certainly_invalid(f, m, findings) => Some(f.name),
-            _ => None,
-        })
-    }
-
-    #[test]
-    fn the_name_hash_is_fnv_1a() {
-        let hash = |b: &[u8]| {
-            let mut h = Fnv::default();
-            h.write(b);
-            h.finish()
-        };
-        // The published FNV-1a 64-bit test vectors.
-        assert_eq!(hash(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(hash(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(hash(b"foobar"), 0x8594_4171_f739_67e8);
-    }
-
-    #[test]
-    fn every_table_fits_and_names_each_field_once() {
-        for model in models() {
-            assert!(model.fields.len() <= MAX_FIELDS, "{}", model.name);
-            assert_eq!(Model::new(model).position.len(), model.fields.len());
-        }
-    }
-
-    fn refusal(route: &'static [ModelTy], body: &str) -> Option<Refusal> {
-        let findings = crate::inspect::inspect(body.as_bytes(), 970).unwrap();
-        Declared::new(route).refusal(&findings)
-    }
-
-    fn error(route: &'static [ModelTy], body: &str) -> Option<&'static str> {
-        refusal(route, body).map(|r| match r {
-            Refusal::Field(name) | Refusal::Check(name) => name,
-        })
-    }
-
-    /// The bodies vLLM refuses (naming `param`) paired with `Some(param)`, then the ones it
-    /// takes with `None`.
-    fn expected<'a>(
-        refused: &'a [&'a str],
-        taken: &'a [&'a str],
-        param: &'static str,
-    ) -> impl Iterator<Item = (&'a str, Option<&'static str>)> {
-        let refused = refused.iter().map(move |&b| (b, Some(param)));
-        refused.chain(taken.iter().map(|&b| (b, None)))
-    }
-
-    fn check(route: &'static [ModelTy], body: &str) -> Option<&'static str> {
-        match refusal(route, body) {
-            Some(Refusal::Check(name)) => Some(name),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn a_union_type_refuses_only_what_none_of_its_types_accepts() {
-        // CompletionRequest.prompt: str | list[int] | list[str] | list[list[int]] | None.
-        let field_error = |model, body: &str| {
-            let findings = crate::inspect::inspect(body.as_bytes(), 970).unwrap();
-            Model::new(model).first_error(&findings)
-        };
-        for ok in [r#""hi""#, "[1]", "null"] {
-            assert_eq!(
-                field_error(&fields::COMPLETION[0], &format!(r#"{{"prompt":{ok}}}"#)),
-                None
-            );
-        }
-        for bad in [r#"{"a":1}"#, "1", "true", "NaN"] {
-            assert_eq!(
-                field_error(&fields::COMPLETION[0], &format!(r#"{{"prompt":{bad}}}"#)),
-                Some("prompt"),
-                "{bad}"
-            );
-        }
-    }
-
-    #[test]
-    fn chat_messages_are_refused_only_when_no_message_type_takes_one() {
-        // Each checked against the real server, chat and tokenize alike.
-        let refused = [
-            "{}",
-            r#"{"content":"hi"}"#,
-            r#"{"role":5,"content":"x"}"#,
-            r#"{"role":null}"#,
-            r#"{"role":"user","content":5}"#,
-            r#"{"role":"user","content":true}"#,
-            r#"{"role":"user","content":NaN}"#,
-            r#"{"author":{"role":"user"},"content":5}"#,
-            r#"{"role":"user","content":"x","name":null}"#,
-            r#"{"role":"user","content":"x","name":5}"#,
-            r#"{"role":"user","role":5,"content":"x"}"#,
-        ];
-        let taken = [
-            r#"{"role":"user"}"#,
-            r#"{"role":"x","content":"hi","name":"n"}"#,
-            r#"{"role":"user","content":{}}"#,
-            r#"{"role":"assistant","content":null}"#,
-            r#"{"role":"user","author":5,"content":"x"}"#,
-            r#"{"r\u006fle":"user","content":"x"}"#,
-            r#"{"role":5,"role":"user","content":"x"}"#,
-            r#"{"author":{"role":"user"}}"#,
-        ];
-        let ok = r#"{"role":"user","content":"hi"}"#;
-        for (message, expected) in expected(&refused, &taken, "messages") {
-            for list in [format!("[{message}]"), format!("[{ok},{message}]")] {
-                let body = format!(r#"{{"messages":{list}}}"#);
-                assert_eq!(error(fields::CHAT, &body), expected, "{body}");
-                let body = format!(r#"{{"model":"m","messages":{list}}}"#);
-                assert_eq!(
-                    error(fields::CLASSIFY, &body).is_some(),
-                    expected.is_some(),
-                    "{body}"
-                );
-            }
-        }
-        // The last `messages` counts; a list of messages under `input` is judged too.
-        let body = format!(r#"{{"messages":[{{}}],"messages":[{ok}]}}"#);
-        assert_eq!(error(fields::CHAT, &body), None);
-        let chat_input = fields::EMBEDDINGS
-            .iter()
-            .find(|m| m.name == "EmbeddingChatInputRequest");
-        let chat_input = chat_input.expect("the chat-input embeddings model");
-        let field_error = |body: &str| {
-            let findings = crate::inspect::inspect(body.as_bytes(), 970).unwrap();
-            Model::new(chat_input).first_error(&findings)
-        };
-        assert_eq!(field_error(&format!(r#"{{"input":[{ok}]}}"#)), None);
-        assert_eq!(field_error(r#"{"input":[{}]}"#), Some("input"));
-    }
-
-    #[test]
-    fn chat_tools_are_refused_only_when_the_tool_type_cannot_take_one() {
-        // Each checked against the real server.
-        let refused = [
-            "{}",
-            r#"{"function":{}}"#,
-            r#"{"function":"f"}"#,
-            r#"{"type":"x","function":{"name":"f"}}"#,
-            r#"{"type":null,"function":{"name":"f"}}"#,
-            r#"{"function":{"name":5}}"#,
-            r#"{"function":{"name":"f","parameters":[]}}"#,
-            r#"{"function":{"name":"f","description":5}}"#,
-            r#"{"function":{"name":"f","strict":"x"}}"#,
-            r#"{"function":{"name":"f"},"defer_loading":"x"}"#,
-            r#"{"function":{"name":"f"},"function":{}}"#,
-        ];
-        let taken = [
-            r#"{"function":{"name":"f"}}"#,
-            r#"{"type":"\u0066unction","function":{"name":"f"}}"#,
-            r#"{"function":{"name":"f","parameters":null,"description":null}}"#,
-            r#"{"function":{"name":"f","parameters":{"a":1},"strict":"yes"}}"#,
-            r#"{"function":{"name":5,"name":"f"}}"#,
-            r#"{"function":{"name":"f"},"defer_loading":0}"#,
-        ];
-        let messages = r#""messages":[{"role":"user","content":"hi"}]"#;
-        for (tool, expected) in expected(&refused, &taken, "tools") {
-            let body = format!(r#"{{{messages},"tools":[{tool}]}}"#);
-            assert_eq!(error(fields::CHAT, &body), expected, "{body}");
-            let tokenize = error(fields::TOKENIZE, &body);
-            assert_eq!(tokenize.is_some(), expected.is_some(), "{body}");
-        }
-    }
-
-    #[test]
-    fn responses_tools_are_refused_only_when_no_tool_type_takes_one() {
-        // Each checked against the real server.
-        let refused = [
-            "{}",
-            r#"{"type":"function","function":{"name":"f"}}"#,
-            r#"{"type":"nope","name":"f"}"#,
-            r#"{"type":5,"name":"f"}"#,
-            r#"{"type":"function","name":"f","type":null}"#,
-            r#"{"type":"file_search"}"#,
-            r#"{"type":"mcp"}"#,
-        ];
-        let taken = [
-            r#"{"type":"function","name":"f"}"#,
-            r#"{"type":"\u0066unction","name":"f","parameters":{}}"#,
-            r#"{"type":"web_search"}"#,
-            r#"{"type":"file_search","vector_store_ids":[]}"#,
-            r#"{"type":"mcp","server_label":"s"}"#,
-            r#"{"type":null,"type":"function","name":"f"}"#,
-        ];
-        for (tool, expected) in expected(&refused, &taken, "tools") {
-            let body = format!(r#"{{"input":"hi","tools":[{tool}]}}"#);
-            assert_eq!(error(fields::RESPONSES, &body), expected, "{body}");
-            let body = format!(r#"{{"input":"hi","tools":[{{"type":"web_search"}},{tool}]}}"#);
-            assert_eq!(error(fields::RESPONSES, &body), expected, "{body}");
-        }
-    }
-
-    #[test]
-    fn a_responses_tool_choice_object_needs_a_type_that_takes_it() {
-        // Each checked against the real server.
-        let refused = [
-            "{}",
-            r#"{"name":"f"}"#,
-            r#"{"type":"nope"}"#,
-            r#"{"type":"function"}"#,
-            r#"{"type":"mcp"}"#,
-            r#""nope""#,
-        ];
-        let taken = [
-            r#"{"type":"function","name":"f"}"#,
-            r#"{"type":"file_search"}"#,
-            r#"{"type":"mcp","server_label":"s"}"#,
-            r#"{"type":null,"type":"web_search_preview"}"#,
-            r#""auto""#,
-        ];
-        let tools = r#""tools":[{"type":"function","name":"f"}]"#;
-        for (choice, expected) in expected(&refused, &taken, "tool_choice") {
-            let body = format!(r#"{{"input":"hi",{tools},"tool_choice":{choice}}}"#);
-            assert_eq!(error(fields::RESPONSES, &body), expected, "{body}");
-        }
-    }
-
-    #[test]
-    fn a_list_of_literal_words_takes_only_those_words() {
-        // Each checked against the real server.
-        for (include, expected) in [
-            (r#"["a"]"#, Some("include")),
-            (r#"["reasoning.encrypted_content","x"]"#, Some("include")),
-            (r#"[1]"#, Some("include")),
-            ("[]", None),
-            (r#"["reasoning.encrypted_content"]"#, None),
-            (
-                r#"["reas\u006fning.encrypted_content","file_search_call.results"]"#,
-                None,
-            ),
-            ("null", None),
-        ] {
-            let body = format!(r#"{{"input":"hi","include":{include}}}"#);
-            assert_eq!(error(fields::RESPONSES, &body), expected, "{body}");
-        }
-    }
-
-    #[test]
-    fn a_body_is_refused_only_when_every_model_refuses_it() {
-        // Tokenize: a completion form (prompt: str, required) and a chat form (messages).
-        assert_eq!(error(fields::TOKENIZE, r#"{"prompt":"hi"}"#), None);
-        assert_eq!(error(fields::TOKENIZE, r#"{"messages":[]}"#), None);
-        assert_eq!(
-            error(fields::TOKENIZE, r#"{"prompt":{},"messages":[]}"#),
-            None
-        );
-        assert_eq!(
-            error(fields::TOKENIZE, r#"{"prompt":{"a":1}}"#),
-            Some("prompt"),
-            "the completion form's error is named"
-        );
-        assert_eq!(error(fields::TOKENIZE, r#"{"model":"m"}"#), Some("prompt"));
-        // A model without plain required fields never refuses on its own.
-        let bare = ModelTy {
-            name: "Bare",
-            checks: &[],
-            fields: &[],
-        };
-        assert_eq!(
-            error(
-                std::slice::from_ref(Box::leak(Box::new(bare))),
-                r#"{"x":1}"#
-            ),
-            None
-        );
-        assert_eq!(error(&[], r#"{"x":1}"#), None);
-        // One model's before-validator refuses the body even where another model takes it:
-        // its error escapes pydantic's union.
-        let both = r#"{"prompt":"p","input":"i","messages":[],"continue_final_message":true,"add_generation_prompt":1}"#;
-        for route in [
-            fields::TOKENIZE,
-            fields::EMBEDDINGS,
-            fields::POOLING,
-            fields::CHAT,
-        ] {
-            assert_eq!(
-                check(route, both),
-                Some("continue_final_message"),
-                "{}",
-                route[0].name
-            );
-        }
-        assert_eq!(check(fields::SCORE, both), None);
-        assert_eq!(check(fields::TOKENIZE, r#"{"prompt":"p"}"#), None);
-        // EmbeddingChatInputRequest fills `messages` in from a list `input`.
-        let chat_input = &fields::EMBEDDINGS[3];
-        assert_eq!(chat_input.name, "EmbeddingChatInputRequest");
-        let missing = |body: &str| {
-            let findings = crate::inspect::inspect(body.as_bytes(), 970).unwrap();
-            Model::new(chat_input).first_error(&findings)
-        };
-        assert_eq!(missing(r#"{"input":[{"role":"user"}]}"#), None);
-        assert_eq!(missing(r#"{"input":"text"}"#), Some("input"));
-        assert_eq!(missing(r#"{"x":1}"#), Some("input"));
-    }
-
-    #[test]
-    fn the_gated_fields_are_typed_per_model() {
-        let findings = |body: &str| crate::inspect::inspect(body.as_bytes(), 970).unwrap();
-        let gated = |route, body: &str| Declared::new(route).mistyped_gated(&findings(body));
-        // Tokenize: the completion form declares neither field, the chat form both.
-        let both_forms = r#"{"prompt":[],"messages":[],"media_io_kwargs":{"image":[]}}"#;
-        assert_eq!(error(fields::TOKENIZE, both_forms), Some("prompt"));
-        assert_eq!(gated(fields::TOKENIZE, both_forms), [Field::MediaIoKwargs]);
-        let completion_form = r#"{"prompt":"hi","mm_processor_kwargs":"x"}"#;
-        assert_eq!(error(fields::TOKENIZE, completion_form), None);
-        // Chat: an object for mm_processor_kwargs, an object of objects for media_io_kwargs,
-        // the last duplicate as pydantic reads it.
-        for (body, want) in [
-            (
-                r#"{"messages":[],"mm_processor_kwargs":"x","media_io_kwargs":{"a":1}}"#,
-                &[Field::MmProcessorKwargs, Field::MediaIoKwargs][..],
-            ),
-            (
-                r#"{"messages":[],"media_io_kwargs":{"a":{}},"mm_processor_kwargs":null}"#,
-                &[],
-            ),
-            (
-                r#"{"messages":[],"media_io_kwargs":{"a":1},"media_io_kwar\u0067s":{"a":{}}}"#,
-                &[],
-            ),
-            (
-                r#"{"messages":[],"media_io_kwargs":{"a":{}},"media_io_kwargs":[]}"#,
-                &[Field::MediaIoKwargs],
-            ),
-        ] {
-            assert_eq!(gated(fields::CHAT, body), want, "{body}");
-            let refused = error(fields::CHAT, body);
-            assert_eq!(refused.is_some(), !want.is_empty(), "{body}");
-            assert!(refused.is_none_or(|r| want.iter().any(|f| f.name() == r)));
-        }
-    }
-
-    #[test]
-    fn the_checks_read_the_last_duplicate_and_truthiness() {
-        let messages = r#""prompt":"p","messages":[]"#;
-        // validate_stream_options: stream_options truthy while stream is not.
-        for route in [fields::CHAT, fields::CHAT_BATCH, fields::COMPLETION] {
-            for (body, refused) in [
-                (r#""stream_options":{"include_usage":true}"#, true),
-                (r#""stream_options":{"a":1},"stream":0"#, true),
-                (r#""stream_options":{"a":1},"stream":true"#, false),
-                (r#""stream_options":{},"stream":false"#, false),
-                (r#""stream_options":null"#, false),
-                (r#""stream_options":{"a":1},"stream_options":{}"#, false),
-            ] {
-                let got = check(route, &format!("{{{messages},{body}}}"));
-                let want = refused.then_some("stream_options");
-                assert_eq!(got, want, "{} {body}", route[0].name);
-            }
-        }
-        // check_logprobs (chat) and check_batch_mode.
-        for (body, want) in [
-            (r#""logprob_token_ids":[1]"#, Some("logprob_token_ids")),
-            (r#""logprob_token_ids":[1],"logprobs":true"#, None),
-            (
-                r#""logprob_token_ids":[1],"logprobs":1,"use_beam_search":true"#,
-                Some("logprob_token_ids"),
-            ),
-            (r#""logprob_token_ids":[],"logprobs":false"#, None),
-        ] {
-            let body = format!("{{{messages},{body}}}");
-            assert_eq!(check(fields::CHAT, &body), want, "{body}");
-            assert_eq!(check(fields::CHAT_BATCH, &body), want, "{body}");
-        }
-        // Not numbers; then the values compared raw (`top_logprobs` -1 or above zero also
-        // needs a truthy `logprobs`, absent here).
-        for (value, prompt, top) in [
-            ("\"1\"", true, true),
-            ("[1]", true, true),
-            ("{}", true, true),
-            ("true", false, true),
-            ("NaN", false, false),
-            ("-1", false, true),
-            ("0", false, false),
-            ("-2", true, true),
-            ("null", false, false),
-        ] {
-            for (name, want) in [("prompt_logprobs", prompt), ("top_logprobs", top)] {
-                let body = format!(r#"{{{messages},"{name}":{value}}}"#);
-                assert_eq!(check(fields::CHAT, &body), want.then_some(name), "{body}");
-            }
-        }
-        let beam = format!(r#"{{{messages},"use_beam_search":1}}"#);
-        assert_eq!(check(fields::CHAT_BATCH, &beam), Some("use_beam_search"));
-        assert_eq!(check(fields::CHAT, &beam), None);
-        // check_generation_prompt: both truthy in the raw body (defaults do not count).
-        for (body, refused) in [
-            (
-                r#""continue_final_message":true,"add_generation_prompt":true"#,
-                true,
-            ),
-            (
-                r#""continue_final_message":"x","add_generation_prompt":[0]"#,
-                true,
-            ),
-            (r#""continue_final_message":true"#, false),
-            (
-                r#""continue_final_message":true,"add_generation_prompt":0"#,
-                false,
-            ),
-        ] {
-            let body = format!("{{{messages},{body}}}");
-            let want = refused.then_some("continue_final_message");
-            assert_eq!(check(fields::CHAT, &body), want, "{body}");
-        }
-        // check_logprobs (completion): logprobs must be set, and a number.
-        for (body, want) in [
-            (r#""logprob_token_ids":[1]"#, Some("logprob_token_ids")),
-            (
-                r#""logprob_token_ids":[1],"logprobs":null"#,
-                Some("logprob_token_ids"),
-            ),
-            (r#""logprob_token_ids":[1],"logprobs":0"#, None),
-            (r#""logprobs":"2""#, Some("logprobs")),
-            (r#""prompt_logprobs":{}"#, Some("prompt_logprobs")),
-        ] {
-            let body = format!("{{{messages},{body}}}");
-            assert_eq!(check(fields::COMPLETION, &body), want, "{body}");
-        }
-        // validate_prompt_and_prompt_embeds.
-        for (body, refused) in [
-            (r#"{}"#, true),
-            (r#"{"prompt":""}"#, true),
-            (r#"{"prompt":null,"prompt_embeds":[]}"#, true),
-            (r#"{"prompt":"x","prompt":""}"#, true),
-            (r#"{"prompt":"","prompt":"x"}"#, false),
-            (r#"{"prompt":[]}"#, false),
-            (r#"{"prompt":"","prompt_embeds":"e"}"#, false),
-            (r#"{"prompt_embeds":[""]}"#, false),
-        ] {
-            assert_eq!(
-                check(fields::COMPLETION, body),
-                refused.then_some("prompt"),
-                "{body}"
-            );
-        }
-        // ResponsesRequest.validate_prompt: any prompt but null.
-        assert_eq!(
-            check(fields::RESPONSES, r#"{"input":"i","prompt":""}"#),
-            Some("prompt")
-        );
-        assert_eq!(
-            check(fields::RESPONSES, r#"{"input":"i","prompt":{}}"#),
-            Some("prompt")
-        );
-        assert_eq!(
-            check(fields::RESPONSES, r#"{"input":"i","prompt":null}"#),
-            None
-        );
-        assert_eq!(
-            check(
-                fields::TOKENIZE,
-                r#"{"prompt":"p","stream_options":{"a":1}}"#
-            ),
-            None
-        );
-    }
-
-    proptest! {
-        #[test]
-        fn the_first_error_is_the_tables_first(
-            table in any::<prop::sample::Index>(),
-            members in prop::collection::vec((any::<prop::sample::Index>(), any::<bool>(), 0..8usize), 0..24),
-        ) {
-            let models = models();
-            let model = models[table.index(models.len())];
-            let table = model.fields;
-            prop_assume!(!table.is_empty());
-            let values = ["null", "1", "1.5", "\"x\"", "\"12\"", "[1]", "{\"a\":1}", "true"];
-            let body = members
-                .iter()
-                .map(|(name, declared, value)| {
-                    let name = if *declared { table[name.index(table.len())].name } else { "not_declared" };
-                    format!("\"{name}\":{}", values[*value])
-                })
-                .collect::<Vec<_>>()
-                .join(",");
-            let findings = crate::inspect::inspect(format!("{{{body}}}").as_bytes(), 970).unwrap();
-            prop_assert_eq!(Model::new(model).first_error(&findings), reference(table, &findings));
-        }
-    }
-}
+mod tests;

@@ -10,6 +10,7 @@ pub mod coerce;
 pub mod decode;
 mod plain;
 pub mod scan;
+mod shapes;
 pub mod values;
 
 use std::ops::Range;
@@ -17,6 +18,7 @@ use std::ops::Range;
 pub use decode::Encoding;
 pub use scan::{Kind, KindSet};
 use scan::{Scanner, StrSpan, SyntaxError};
+pub use shapes::{ChatForm, Key, Name, TagValue, Tagged, CONTENTS};
 pub use values::KwargValue;
 
 /// Python's default recursion limit (1000) less the frames vLLM's request path already uses:
@@ -332,47 +334,29 @@ pub struct Member {
     pub elements: KindSet,
     /// For an array, how many elements it has.
     pub len: usize,
-    /// For a list of the shape its name has in a chat request (`messages` and `input`: chat
-    /// messages; `tools`: chat tools): an element is an object no type of that shape accepts
-    /// ([`chat_message`], [`chat_tool`]).
+    /// For a member whose insides the request types look into ([`shapes`]): an object in
+    /// it has a shape that no type its name has accepts. `messages` and `input`: an element
+    /// no chat message type takes, or a conversation (a list in the list) that is empty or
+    /// holds one; `tools`: an element that is no chat tool; a score input
+    /// ([`CONTENTS`]): an object without a `content` list of objects.
     pub misshapen: bool,
-    /// For a `tools` list that opens with an object: each object element as a union of
-    /// tagged types reads it (the Responses API's tools); for an object `tool_choice`, that
-    /// object.
+    /// Each object of the member read as a union of tagged types reads it: the elements of
+    /// a `tools` list or an `input` list that opens with an object (the Responses API's
+    /// tools and input items), an object `tool_choice`, and the content parts of a score
+    /// input.
     pub tagged: Vec<Tagged>,
+    /// The kinds of the values inside the elements of a list: its lists' elements (under
+    /// `messages`, `input` and `prompt`), or its objects' member values (under the score
+    /// input names, [`CONTENTS`]); `NONE` for any other member.
+    pub nested: KindSet,
+    /// For a `messages` or `input` list: whether vLLM's embeddings models move it from
+    /// `input` to `messages`.
+    pub chat_form: ChatForm,
     /// For an `include` list: its string elements, decoded (the Responses API's words).
     pub strings: Vec<Vec<u8>>,
     /// A string or number, for what pydantic's lax mode makes of it as `bool`, `int` and
     /// `float` ([`Member::coerce`]).
     scalar: coerce::Scalar,
-}
-
-/// An object as a union of types told apart by their `type` reads it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tagged {
-    /// Its `type` (the last), decoded, when that is a string.
-    pub tag: Option<Vec<u8>>,
-    /// Its keys, decoded.
-    pub keys: Vec<Vec<u8>>,
-}
-
-impl Tagged {
-    /// Notes a member's key (a `type` has no string value until one is read).
-    fn key(&mut self, key: &[u8]) {
-        if key == b"type" {
-            self.tag = None;
-        }
-        self.keys.push(key.to_vec());
-    }
-
-    /// Reads the string `type` at the cursor: whether it is `"function"`.
-    fn read_tag(&mut self, sc: &mut Scanner<'_>) -> Result<bool, SyntaxError> {
-        let s = sc.string()?;
-        let tag = key_bytes(sc.text(), s).into_owned();
-        let function = tag == b"function";
-        self.tag = Some(tag);
-        Ok(function)
-    }
 }
 
 impl Member {
@@ -505,9 +489,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             _ => None,
         };
         let value_start = sc.pos;
-        let mut misshapen = false;
-        let mut tagged = Vec::new();
-        let mut strings = Vec::new();
+        let mut shape = shapes::Shape::default();
         let kind = match field {
             Some(f) => {
                 let finding = &mut fields[f.index()];
@@ -516,27 +498,13 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
                 finding.occurrences = occurrences;
                 finding.kind.unwrap_or(Kind::Null)
             }
-            None if SHAPED.contains(&&name[..]) && starts_with_object(sc) => {
-                let tools = &name[..] == b"tools";
-                let mut bad = false;
-                let empty = sc.elements(2, |sc| {
-                    let (kind, fits) = if tools {
-                        chat_tool(sc, &mut tagged)?
-                    } else {
-                        chat_message(sc)?
-                    };
-                    bad |= !fits;
-                    Ok(kind)
-                })?;
-                misshapen = bad;
-                let kind = Kind::Array { empty };
-                note_read(&name, kind, &mut facts);
-                kind
-            }
-            None if &name[..] == b"include" && sc.peek() == Some(b'[') => {
-                word_list(sc, &mut strings)?
-            }
-            None => fact_value(sc, &name, &mut facts, &mut tagged)?,
+            None => match shapes::walk(sc, &name, &mut shape)? {
+                Some(kind) => {
+                    note_read(&name, kind, &mut facts);
+                    kind
+                }
+                None => fact_value(sc, &name, &mut facts, &mut shape)?,
+            },
         };
         let (elements, len) = match kind {
             Kind::Array { .. } => (sc.inner(), sc.inner_len()),
@@ -567,9 +535,11 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             kind,
             elements,
             len,
-            misshapen,
-            tagged,
-            strings,
+            misshapen: shape.misshapen,
+            tagged: shape.tagged,
+            strings: shape.strings,
+            nested: shape.nested,
+            chat_form: shape.chat_form,
             scalar,
         });
         Ok(())
@@ -677,13 +647,14 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
     })
 }
 
-/// Scans a non-gated top-level value, recording what the earlier checks read.
-/// An object `tool_choice` is added to `tagged`, for the Responses API's tool-choice types.
+/// Scans a non-gated top-level value, recording what the earlier checks read. An object
+/// `tool_choice` is added to `shape.tagged`, for the Responses API's tool-choice types; a
+/// `prompt` list's lists' element kinds go into `shape.nested`.
 fn fact_value(
     sc: &mut Scanner<'_>,
     name: &[u8],
     facts: &mut Facts,
-    tagged: &mut Vec<Tagged>,
+    shape: &mut shapes::Shape,
 ) -> Result<Kind, SyntaxError> {
     let kind = match name {
         b"model" => {
@@ -693,24 +664,11 @@ fn fact_value(
         }
         b"tool_choice" if sc.peek() == Some(b'{') => {
             // `tool_choice.get("type") == "function"` (the last `type`).
-            let mut named = false;
-            let mut seen = Tagged::default();
-            let empty = sc.members(2, |sc, key| {
-                let key = key_bytes(sc.text(), key);
-                seen.key(&key);
-                let is_type = &key[..] == b"type";
-                if is_type && sc.peek() == Some(b'"') {
-                    named = seen.read_tag(sc)?;
-                } else {
-                    sc.value(3)?;
-                    named &= !is_type;
-                }
-                Ok(())
-            })?;
-            tagged.push(seen);
-            facts.tool_choice = StrField::Other(Kind::Object { empty });
-            facts.named_tool_choice = named;
-            Kind::Object { empty }
+            let (kind, seen) = Tagged::object(sc, 2)?;
+            facts.named_tool_choice = seen.is(b"function");
+            facts.tool_choice = StrField::Other(kind);
+            shape.tagged.push(seen);
+            kind
         }
         b"tool_choice" => {
             let (v, kind) = str_value(sc)?;
@@ -724,7 +682,7 @@ fn fact_value(
             kind
         }
         b"prompt" if sc.peek() == Some(b'[') => {
-            let (form, kind) = prompt_list(sc)?;
+            let (form, kind) = prompt_list(sc, &mut shape.nested)?;
             facts.prompt = form;
             kind
         }
@@ -803,74 +761,21 @@ fn note_read(name: &[u8], kind: Kind, facts: &mut Facts) {
     }
 }
 
-/// The top-level lists whose object elements are looked into ([`Member::misshapen`]).
-const SHAPED: [&[u8]; 3] = [b"messages", b"input", b"tools"];
-
-/// Whether the value at the cursor is a list whose first element is an object. Only those
-/// are walked element by element: in any other list one element at least is not an object,
-/// which the element kinds refuse already (and token lists stay on the fast path).
-fn starts_with_object(sc: &Scanner<'_>) -> bool {
-    let rest = &sc.text()[sc.pos..];
-    rest.first() == Some(&b'[')
-        && rest[1..]
-            .iter()
-            .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-            == Some(&b'{')
-}
-
-/// Scans an element of a list of chat messages: its kind, and whether some chat message
-/// type may accept it (`false` only when none can). Every type but harmony's `Message`
-/// needs a string `role` and takes `name` only as a string; harmony's needs `author`; none
-/// takes a number or a boolean as `content`. The last duplicate counts, as in Python's dict.
-fn chat_message(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
-    if sc.peek() != Some(b'{') {
-        // Not an object: the list's element kinds judge it.
-        return Ok((sc.value(3)?, true));
-    }
-    let (mut role, mut author, mut name, mut content) = (false, false, true, true);
-    let empty = sc.members(3, |sc, key| {
-        let key = key_bytes(sc.text(), key);
-        let kind = sc.value(4)?;
-        match &key[..] {
-            b"role" => role = matches!(kind, Kind::Str { .. }),
-            b"author" => author = true,
-            b"name" => name = matches!(kind, Kind::Str { .. }),
-            b"content" => {
-                content = !matches!(kind, Kind::Number { .. } | Kind::NonFinite | Kind::Bool(_))
-            }
-            _ => {}
-        }
-        Ok(())
-    })?;
-    Ok((
-        Kind::Object { empty },
-        content && (author || (role && name)),
-    ))
-}
-
-/// Scans an `include` list, its string elements decoded into `strings`.
-fn word_list(sc: &mut Scanner<'_>, strings: &mut Vec<Vec<u8>>) -> Result<Kind, SyntaxError> {
-    let empty = sc.elements(2, |sc| {
-        if sc.peek() != Some(b'"') {
-            return sc.value(3);
-        }
-        let s = sc.string()?;
-        strings.push(key_bytes(sc.text(), s).into_owned());
-        Ok(Kind::Str {
-            empty: s.start == s.end,
-        })
-    })?;
-    Ok(Kind::Array { empty })
-}
-
-/// Scans a `prompt` list: which of pydantic's list types its elements fit.
-fn prompt_list(sc: &mut Scanner<'_>) -> Result<(PromptForm, Kind), SyntaxError> {
+/// Scans a `prompt` list: which of pydantic's list types its elements fit (and the kinds of
+/// its lists' elements, into `nested`).
+fn prompt_list(
+    sc: &mut Scanner<'_>,
+    nested: &mut KindSet,
+) -> Result<(PromptForm, Kind), SyntaxError> {
     let (mut texts, mut ints, mut lists) = (true, true, true);
     let empty = sc.elements(2, |sc| {
         let start = sc.pos;
         let kind = sc.value(3)?;
         texts &= matches!(kind, Kind::Str { .. });
         lists &= matches!(kind, Kind::Array { .. });
+        if lists {
+            *nested = nested.or(sc.inner());
+        }
         ints = ints
             && (matches!(kind, Kind::Bool(_)) || coerce::of(kind, &sc.text()[start..sc.pos]).int);
         Ok(kind)
@@ -913,64 +818,6 @@ fn str_value(sc: &mut Scanner<'_>) -> Result<(StrField, Kind), SyntaxError> {
         Kind::Null => (StrField::Null, kind),
         other => (StrField::Other(other), kind),
     })
-}
-
-/// Scans an element of a `tools` list: its kind, and whether `ChatCompletionToolsParam` may
-/// accept it (`false` only when it cannot): a `type` that is `"function"`, a `function`
-/// object with a string `name`, `description` a string or null, `parameters` an object or
-/// null, and `strict` and `defer_loading` booleans (as pydantic's lax mode reads them) or
-/// null. An object element is also added to `tagged`, for the Responses API's tool types.
-fn chat_tool(sc: &mut Scanner<'_>, tagged: &mut Vec<Tagged>) -> Result<(Kind, bool), SyntaxError> {
-    if sc.peek() != Some(b'{') {
-        return Ok((sc.value(3)?, true));
-    }
-    let (mut kind_ok, mut function, mut defer) = (true, false, true);
-    let mut seen = Tagged::default();
-    let empty = sc.members(3, |sc, key| {
-        let key = key_bytes(sc.text(), key);
-        let start = sc.pos;
-        seen.key(&key);
-        match &key[..] {
-            b"type" if sc.peek() == Some(b'"') => kind_ok = seen.read_tag(sc)?,
-            b"function" if sc.peek() == Some(b'{') => function = function_definition(sc)?,
-            _ => {
-                let kind = sc.value(4)?;
-                match &key[..] {
-                    b"type" => kind_ok = false,
-                    b"function" => function = false,
-                    b"defer_loading" => defer = bool_or_null(kind, &sc.text()[start..sc.pos]),
-                    _ => {}
-                }
-            }
-        }
-        Ok(())
-    })?;
-    tagged.push(seen);
-    Ok((Kind::Object { empty }, kind_ok && function && defer))
-}
-
-/// Scans a chat tool's `function` object: whether `FunctionDefinition` may accept it.
-fn function_definition(sc: &mut Scanner<'_>) -> Result<bool, SyntaxError> {
-    let (mut name, mut description, mut parameters, mut strict) = (false, true, true, true);
-    sc.members(4, |sc, key| {
-        let key = key_bytes(sc.text(), key);
-        let start = sc.pos;
-        let kind = sc.value(5)?;
-        match &key[..] {
-            b"name" => name = matches!(kind, Kind::Str { .. }),
-            b"description" => description = matches!(kind, Kind::Str { .. } | Kind::Null),
-            b"parameters" => parameters = matches!(kind, Kind::Object { .. } | Kind::Null),
-            b"strict" => strict = bool_or_null(kind, &sc.text()[start..sc.pos]),
-            _ => {}
-        }
-        Ok(())
-    })?;
-    Ok(name && description && parameters && strict)
-}
-
-/// Whether pydantic's lax mode takes the value as `bool | None`.
-fn bool_or_null(kind: Kind, token: &[u8]) -> bool {
-    matches!(kind, Kind::Null | Kind::Bool(_)) || coerce::of(kind, token).bool.is_some()
 }
 
 #[cfg(test)]

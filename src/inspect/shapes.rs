@@ -1,0 +1,494 @@
+//! The top-level lists and objects whose insides vLLM's request types look into before the
+//! gate: chat messages and conversations, chat tools, the Responses API's tagged items and
+//! tools, its `include` words, and the score inputs' content parts.
+//!
+//! Each walk notes what the types in [`crate::contract`] judge ([`Shape`]); none decides
+//! anything itself. Only what no coercion can avoid is noted, so a body read as well shaped
+//! may still be refused by vLLM, never the other way round. The last duplicate key counts,
+//! keys compared after unescaping, as in Python's dict.
+
+use super::scan::{Kind, KindSet, Scanner, SyntaxError};
+use super::{coerce, key_bytes};
+
+/// What the walk of a shaped member found.
+#[derive(Debug, Default)]
+pub(super) struct Shape {
+    /// See [`super::Member::misshapen`].
+    pub misshapen: bool,
+    /// See [`super::Member::tagged`].
+    pub tagged: Vec<Tagged>,
+    /// See [`super::Member::strings`].
+    pub strings: Vec<Vec<u8>>,
+    /// See [`super::Member::nested`].
+    pub nested: KindSet,
+    /// See [`super::Member::chat_form`].
+    pub chat_form: ChatForm,
+}
+
+/// What vLLM's embeddings models' `_is_chat_messages` and `_is_batched_chat_messages` say of
+/// a list: whether a before-validator moves it from `input` to `messages`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ChatForm {
+    /// Neither.
+    #[default]
+    Neither,
+    /// A non-empty list of objects, each with a string `role`.
+    Messages,
+    /// A non-empty list of such lists.
+    Conversations,
+}
+
+/// An object as a union of types told apart by their `type` reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tagged {
+    /// Its `type` (the last).
+    pub tag: TagValue,
+    /// Its members in order (duplicates included).
+    pub keys: Vec<Key>,
+}
+
+/// A short name (a key or a `type` word), decoded, kept inline: the names that the tagged
+/// types look for are short, and an object's walk allocates nothing for its keys.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Name {
+    bytes: [u8; Name::MAX],
+    /// The length, or `u8::MAX` for a name longer than [`Name::MAX`] (equal to none).
+    len: u8,
+}
+
+impl Name {
+    /// The longest name kept; longer ones only compare unequal.
+    pub const MAX: usize = 32;
+
+    fn new(name: &[u8]) -> Name {
+        let mut bytes = [0; Name::MAX];
+        let len = match bytes.get_mut(..name.len()) {
+            Some(to) => {
+                to.copy_from_slice(name);
+                name.len() as u8
+            }
+            None => u8::MAX,
+        };
+        Name { bytes, len }
+    }
+
+    /// Whether the name is `other`.
+    pub fn is(&self, other: &[u8]) -> bool {
+        self.bytes.get(..self.len as usize) == Some(other)
+    }
+}
+
+impl std::fmt::Debug for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.bytes.get(..self.len as usize) {
+            Some(name) => write!(f, "{:?}", String::from_utf8_lossy(name)),
+            None => f.write_str("(long)"),
+        }
+    }
+}
+
+/// A member of a [`Tagged`] object: its key, decoded, and its value's kind and kinds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key {
+    /// The key, decoded.
+    pub name: Name,
+    /// The value's kind.
+    pub kind: Kind,
+    /// The value's kinds, `NOT_INT` included.
+    pub kinds: KindSet,
+}
+
+/// An object's `type` member, as a union of tagged types reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum TagValue {
+    /// There is none.
+    #[default]
+    Absent,
+    /// `null`.
+    Null,
+    /// A string, decoded.
+    Word(Name),
+    /// Another value.
+    Other,
+}
+
+impl Tagged {
+    /// Reads a member's value at the cursor (with `read`, unless it is the `type`) and notes
+    /// its key and kinds.
+    fn member(
+        &mut self,
+        sc: &mut Scanner<'_>,
+        key: &[u8],
+        depth: usize,
+        read: impl FnOnce(&mut Scanner<'_>) -> Result<Kind, SyntaxError>,
+    ) -> Result<Kind, SyntaxError> {
+        let start = sc.pos;
+        let kind = if key == b"type" {
+            self.read_tag(sc, depth)?
+        } else {
+            read(sc)?
+        };
+        self.keys.push(Key {
+            name: Name::new(key),
+            kind,
+            kinds: sc.kinds(kind, start),
+        });
+        Ok(kind)
+    }
+
+    /// Reads the `type` at the cursor.
+    fn read_tag(&mut self, sc: &mut Scanner<'_>, depth: usize) -> Result<Kind, SyntaxError> {
+        if sc.peek() == Some(b'"') {
+            let s = sc.string()?;
+            self.tag = TagValue::Word(Name::new(&key_bytes(sc.text(), s)));
+            return Ok(Kind::Str {
+                empty: s.start == s.end,
+            });
+        }
+        let kind = sc.value(depth)?;
+        self.tag = if kind == Kind::Null {
+            TagValue::Null
+        } else {
+            TagValue::Other
+        };
+        Ok(kind)
+    }
+
+    /// Whether its `type` is this word.
+    pub fn is(&self, word: &[u8]) -> bool {
+        matches!(&self.tag, TagValue::Word(w) if w.is(word))
+    }
+
+    /// The last member of this key, if it has one.
+    pub fn get(&self, key: &[u8]) -> Option<&Key> {
+        self.keys.iter().rev().find(|k| k.name.is(key))
+    }
+
+    /// Scans an object at the cursor (its members at `depth`) into a `Tagged`.
+    pub(super) fn object(
+        sc: &mut Scanner<'_>,
+        depth: usize,
+    ) -> Result<(Kind, Tagged), SyntaxError> {
+        let mut seen = Tagged::default();
+        let empty = sc.members(depth, |sc, key| {
+            let key = key_bytes(sc.text(), key);
+            seen.member(sc, &key, depth + 1, |sc| sc.value(depth + 1))?;
+            Ok(())
+        })?;
+        Ok((Kind::Object { empty }, seen))
+    }
+}
+
+/// Scans the value at the cursor if `name` is a member whose shape the request types look
+/// into, noting it in `shape`; `None` (nothing read) for any other member or value.
+pub(super) fn walk(
+    sc: &mut Scanner<'_>,
+    name: &[u8],
+    shape: &mut Shape,
+) -> Result<Option<Kind>, SyntaxError> {
+    let kind = match name {
+        b"messages" | b"input" | b"tools" if starts_with(sc, b'{') => {
+            let input = name == b"input";
+            let (mut bad, mut roles) = (false, true);
+            let empty = sc.elements(2, |sc| {
+                if sc.peek() != Some(b'{') {
+                    // Not an object: the list's element kinds judge it.
+                    roles = false;
+                    return sc.value(3);
+                }
+                let (kind, fits) = match name {
+                    b"tools" => chat_tool(sc, &mut shape.tagged)?,
+                    _ if input => {
+                        let mut seen = Tagged::default();
+                        let read = chat_message(sc, 3, Some(&mut seen), &mut roles)?;
+                        shape.tagged.push(seen);
+                        read
+                    }
+                    _ => chat_message(sc, 3, None, &mut roles)?,
+                };
+                bad |= !fits;
+                Ok(kind)
+            })?;
+            shape.misshapen = bad;
+            if roles && name != b"tools" {
+                shape.chat_form = ChatForm::Messages;
+            }
+            Kind::Array { empty }
+        }
+        b"messages" | b"input" if starts_with(sc, b'[') => conversations(sc, shape)?,
+        b"include" if sc.peek() == Some(b'[') => word_list(sc, &mut shape.strings)?,
+        _ if CONTENTS.contains(&name) && matches!(sc.peek(), Some(b'[' | b'{')) => {
+            score_inputs(sc, shape)?
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(kind))
+}
+
+/// The top-level members that hold score inputs (`str | {"content": [part, ...]}`, or a
+/// list of those): the score, rerank and chat requests' fields of these names.
+pub const CONTENTS: [&[u8]; 8] = [
+    b"query",
+    b"queries",
+    b"documents",
+    b"items",
+    b"data_1",
+    b"data_2",
+    b"text_1",
+    b"text_2",
+];
+
+/// Whether the value at the cursor is a list whose first element opens with `open`. Lists
+/// of messages and tools are walked only when it is an object: in any other list one element
+/// at least is not an object, which the element kinds refuse already (and token lists stay
+/// on the fast path).
+pub(super) fn starts_with(sc: &Scanner<'_>, open: u8) -> bool {
+    let rest = &sc.text()[sc.pos..];
+    rest.first() == Some(&b'[')
+        && rest[1..]
+            .iter()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            == Some(&open)
+}
+
+/// Scans an object element of a list of chat messages (its members at `depth`): its kind,
+/// and whether some chat message type may accept it (`false` only when none can). OpenAI's
+/// message types need a string `role`, take `name` only as a string and no number or
+/// boolean as `content`; harmony's `Message` needs an `author` ([`harmony_author`]), a list
+/// as `content` if any, and `channel`, `recipient` and `content_type` strings or null. With
+/// `seen`, the object is also read as a tagged item (the Responses API's `input`). `roles`
+/// is cleared unless its (last) `role` is a string.
+fn chat_message(
+    sc: &mut Scanner<'_>,
+    depth: usize,
+    mut seen: Option<&mut Tagged>,
+    roles: &mut bool,
+) -> Result<(Kind, bool), SyntaxError> {
+    let (mut role, mut name, mut content) = (false, true, None);
+    let mut author = false;
+    let mut harmony_fields = [true; 3];
+    let empty = sc.members(depth, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        let mut read = |sc: &mut Scanner<'_>| match &key[..] {
+            b"author" if sc.peek() == Some(b'{') => {
+                let (kind, ok) = harmony_author(sc, depth + 1)?;
+                author = ok;
+                Ok(kind)
+            }
+            _ => sc.value(depth + 1),
+        };
+        let kind = match seen.as_deref_mut() {
+            Some(seen) => seen.member(sc, &key, depth + 1, read)?,
+            None => read(sc)?,
+        };
+        let text_or_null = matches!(kind, Kind::Str { .. } | Kind::Null);
+        match &key[..] {
+            b"role" => role = matches!(kind, Kind::Str { .. }),
+            b"author" if !matches!(kind, Kind::Object { .. }) => author = false,
+            b"name" => name = matches!(kind, Kind::Str { .. }),
+            b"content" => content = Some(kind),
+            b"channel" => harmony_fields[0] = text_or_null,
+            b"recipient" => harmony_fields[1] = text_or_null,
+            b"content_type" => harmony_fields[2] = text_or_null,
+            _ => {}
+        }
+        Ok(())
+    })?;
+    *roles &= role;
+    let openai = role
+        && name
+        && !matches!(
+            content,
+            Some(Kind::Number { .. } | Kind::NonFinite | Kind::Bool(_))
+        );
+    let harmony = author
+        && matches!(content, None | Some(Kind::Array { .. }))
+        && harmony_fields.iter().all(|&ok| ok);
+    Ok((Kind::Object { empty }, openai || harmony))
+}
+
+/// Scans a harmony message's `author` object: its kind, and whether `Author` may take it (a
+/// `role` that is one of harmony's roles, and a `name` that is a string or null).
+fn harmony_author(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), SyntaxError> {
+    const ROLES: [&[u8]; 5] = [b"user", b"assistant", b"system", b"developer", b"tool"];
+    let (mut role, mut name) = (false, true);
+    let empty = sc.members(depth, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        if &key[..] == b"role" && sc.peek() == Some(b'"') {
+            let s = sc.string()?;
+            role = ROLES.contains(&&key_bytes(sc.text(), s)[..]);
+            return Ok(());
+        }
+        let kind = sc.value(depth + 1)?;
+        match &key[..] {
+            b"role" => role = false,
+            b"name" => name = matches!(kind, Kind::Str { .. } | Kind::Null),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok((Kind::Object { empty }, role && name))
+}
+
+/// Scans a list of lists (a batch of conversations, or of token lists): its kind. The kinds
+/// of the lists' elements go into `shape.nested`, and `shape.misshapen` is set when a list
+/// is no conversation: empty, or holding an element that no chat message type may accept
+/// (one that is not an object, or [`chat_message`] says so). Lists that do not open with
+/// an object are scanned as they are.
+fn conversations(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<Kind, SyntaxError> {
+    let mut roles = true;
+    let empty = sc.elements(2, |sc| {
+        if !starts_with(sc, b'{') {
+            let kind = sc.value(3)?;
+            if matches!(kind, Kind::Array { .. }) {
+                shape.misshapen = true;
+                shape.nested = shape.nested.or(sc.inner());
+            }
+            roles = false;
+            return Ok(kind);
+        }
+        let empty = sc.elements(3, |sc| {
+            if sc.peek() != Some(b'{') {
+                (shape.misshapen, roles) = (true, false);
+                return sc.value(4);
+            }
+            let (kind, fits) = chat_message(sc, 4, None, &mut roles)?;
+            shape.misshapen |= !fits;
+            Ok(kind)
+        })?;
+        shape.nested = shape.nested.or(sc.inner());
+        Ok(Kind::Array { empty })
+    })?;
+    if roles && !empty {
+        shape.chat_form = ChatForm::Conversations;
+    }
+    Ok(Kind::Array { empty })
+}
+
+/// Scans an `include` list, its string elements decoded into `strings`.
+fn word_list(sc: &mut Scanner<'_>, strings: &mut Vec<Vec<u8>>) -> Result<Kind, SyntaxError> {
+    let empty = sc.elements(2, |sc| {
+        if sc.peek() != Some(b'"') {
+            return sc.value(3);
+        }
+        let s = sc.string()?;
+        strings.push(key_bytes(sc.text(), s).into_owned());
+        Ok(Kind::Str {
+            empty: s.start == s.end,
+        })
+    })?;
+    Ok(Kind::Array { empty })
+}
+
+/// Scans a score input object, or a list (of strings and such objects): its kind. An
+/// object's content parts are added to `shape.tagged`, the kinds of its member values to
+/// `shape.nested`, and `shape.misshapen` is set when an object has no list `content` or a
+/// part that is not an object (`ScoreMultiModalParam`).
+fn score_inputs(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<Kind, SyntaxError> {
+    if sc.peek() == Some(b'{') {
+        return score_input(sc, 2, shape);
+    }
+    let empty = sc.elements(2, |sc| {
+        if sc.peek() == Some(b'{') {
+            score_input(sc, 3, shape)
+        } else {
+            sc.value(3)
+        }
+    })?;
+    Ok(Kind::Array { empty })
+}
+
+/// Scans one score input object (its members at `depth`), as [`score_inputs`].
+fn score_input(sc: &mut Scanner<'_>, depth: usize, shape: &mut Shape) -> Result<Kind, SyntaxError> {
+    // The parts of the last `content`, or `None` when that is no list of objects.
+    let mut parts: Option<Vec<Tagged>> = None;
+    let empty = sc.members(depth, |sc, key| {
+        let (start, content) = (sc.pos, &key_bytes(sc.text(), key)[..] == b"content");
+        if !content || sc.peek() != Some(b'[') {
+            let kind = sc.value(depth + 1)?;
+            shape.nested = shape.nested.or(sc.kinds(kind, start));
+            if content {
+                parts = None;
+            }
+            return Ok(());
+        }
+        shape.nested = shape.nested.or(KindSet::ARRAY);
+        let (mut list, mut objects) = (Vec::new(), true);
+        sc.elements(depth + 1, |sc| {
+            if sc.peek() != Some(b'{') {
+                objects = false;
+                return sc.value(depth + 2);
+            }
+            let (kind, part) = Tagged::object(sc, depth + 2)?;
+            list.push(part);
+            Ok(kind)
+        })?;
+        parts = objects.then_some(list);
+        Ok(())
+    })?;
+    match parts {
+        Some(parts) => shape.tagged.extend(parts),
+        None => shape.misshapen = true,
+    }
+    Ok(Kind::Object { empty })
+}
+
+/// Scans an element of a `tools` list: its kind, and whether `ChatCompletionToolsParam` may
+/// accept it (`false` only when it cannot): a `type` that is `"function"`, a `function`
+/// object with a string `name`, `description` a string or null, `parameters` an object or
+/// null, and `strict` and `defer_loading` booleans (as pydantic's lax mode reads them) or
+/// null. The element is also added to `tagged`, for the Responses API's tool types.
+fn chat_tool(sc: &mut Scanner<'_>, tagged: &mut Vec<Tagged>) -> Result<(Kind, bool), SyntaxError> {
+    let (mut function, mut defer) = (false, true);
+    let mut seen = Tagged::default();
+    let empty = sc.members(3, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        let start = sc.pos;
+        let mut defined = false;
+        let kind = seen.member(sc, &key, 4, |sc| match &key[..] {
+            b"function" if sc.peek() == Some(b'{') => {
+                let (kind, ok) = function_definition(sc)?;
+                defined = ok;
+                Ok(kind)
+            }
+            _ => sc.value(4),
+        })?;
+        match &key[..] {
+            b"function" => function = defined,
+            b"defer_loading" => defer = bool_or_null(kind, &sc.text()[start..sc.pos]),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    // `type` defaults to "function", the only word it takes.
+    let typed = matches!(seen.tag, TagValue::Absent) || seen.is(b"function");
+    let fits = typed && function && defer;
+    tagged.push(seen);
+    Ok((Kind::Object { empty }, fits))
+}
+
+/// Scans a chat tool's `function` object: its kind, and whether `FunctionDefinition` may
+/// accept it.
+fn function_definition(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
+    let (mut name, mut description, mut parameters, mut strict) = (false, true, true, true);
+    let empty = sc.members(4, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        let start = sc.pos;
+        let kind = sc.value(5)?;
+        match &key[..] {
+            b"name" => name = matches!(kind, Kind::Str { .. }),
+            b"description" => description = matches!(kind, Kind::Str { .. } | Kind::Null),
+            b"parameters" => parameters = matches!(kind, Kind::Object { .. } | Kind::Null),
+            b"strict" => strict = bool_or_null(kind, &sc.text()[start..sc.pos]),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    let fits = name && description && parameters && strict;
+    Ok((Kind::Object { empty }, fits))
+}
+
+/// Whether pydantic's lax mode takes the value as `bool | None`.
+fn bool_or_null(kind: Kind, token: &[u8]) -> bool {
+    matches!(kind, Kind::Null | Kind::Bool(_)) || coerce::of(kind, token).bool.is_some()
+}
