@@ -122,9 +122,19 @@ def body(rng):
         b = b.replace(b"Hello", b"Hel\xff\xfelo", 1)
     return path, b, enc + (" " + note if note else "")
 LIST_NAMES = ["stop", "stop_token_ids", "bad_words", "allowed_token_ids", "documents", "tools", "include",
-              "messages", "prompt", "input", "logprob_token_ids", "prompt_embeds", "previous_input_messages"]
+              "messages", "prompt", "input", "logprob_token_ids", "prompt_embeds", "previous_input_messages",
+              "queries", "query", "items", "data_1", "text_2"]
 LIST_VALUES = ['[null]', '["a"]', '[1.5]', '["1"]', '[true]', '[NaN]', '[1,"a"]', '[{"role":"user","content":"x"}]',
-               '[[1]]', '[1]', '[{}]', '[]', '[-Infinity]', '[0]', '["a","b","c","d"]', '["a","b","c","d","e"]']
+               '[[1]]', '[1]', '[{}]', '[]', '[-Infinity]', '[0]', '["a","b","c","d"]', '["a","b","c","d","e"]',
+               # lists of lists: token ids, conversations
+               '[[]]', '[[1.5]]', '[["a"]]', '[[{}]]', '[[{"role":"user","content":"x"}]]', '[[{"role":"user","content":"x"}],[1]]',
+               # score inputs
+               '{"content":[]}', '{}', '[{"content":[]}]', '[{"content":"x"}]', '[{"content":[{}]}]',
+               '["a",{"content":[{"type":"text","text":"x"}]}]', '[{"content":[{"type":"text","text":5}]}]',
+               # Responses input items, harmony messages
+               '[{"type":"reasoning","summary":[]}]', '[{"id":"r"}]', '[{"type":"function_call_output","output":"x"}]',
+               '[{"type":"compaction_trigger"}]', '[{"role":"user","id":"r"}]', '[{"author":{"role":"user"}}]',
+               '[{"author":{}}]', '[{"author":{"role":"user"},"content":"x"}]']
 SALTS = ['null', '""', '"a"', '"a/b"', '"a@b"', '"a\\\\b"', '"a\\u0000b"', '"' + 'x' * 128 + '"', '"' + 'x' * 129 + '"',
          '"' + '\\u00e9' * 128 + '"', '"' + '\\u00e9' * 129 + '"', '1', 'true', '[]', '{}', '"\\ud800"', '"\\u002f"']
 TOOLS = ['[]', 'null', '[{"type":"function","function":{"name":"f"}}]', '{}', '""', '[1]', None]

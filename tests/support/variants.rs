@@ -212,6 +212,16 @@ const EARLIER: &[&str] = &[
     r#""input":["a",1]"#,
     r#""documents":[null]"#,
     r#""stop":["a","b","c","d","e"]"#,
+    r#""input":[{"id":"r"}]"#,
+    r#""input":[{"type":"reasoning","summary":[]}]"#,
+    r#""input":[[1.5]]"#,
+    r#""messages":[[{"role":"user","content":"x"}],[]]"#,
+    r#""messages":[{"author":{}}]"#,
+    r#""documents":[{"content":"x"}]"#,
+    r#""documents":[{"content":[{"type":"text","text":"x"}]}]"#,
+    r#""documents":[{"a":1}]"#,
+    r#""query":{"content":[]}"#,
+    r#""prompt":[[1],["a"]]"#,
 ];
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
