@@ -468,8 +468,8 @@ CLASS_CHECKS = {
     ("ChatCompletionRequest", "check_tool_usage"): "ChatToolUsage",
     ("ResponsesRequest", "check_tool_usage"): "ResponsesToolUsage",
 }
-# The batch route validates each conversation as a ChatCompletionRequest before its gate.
-EXTRA_CHECKS = {"BatchChatCompletionRequest": ["StreamOptions"]}
+# (The batch route then validates each conversation as a ChatCompletionRequest: mmgate runs
+# that model's checks on the request it rebuilds, `types::batch_rebuilt`.)
 
 
 def model_of(path):
@@ -484,7 +484,6 @@ def checks(model):
         for n, d in sorted(names.items())
         if d.info.mode == "before"
     ]
-    out += EXTRA_CHECKS.get(model.__name__, [])
     return sorted({c for c in out if c})
 
 

@@ -85,7 +85,7 @@ pub(super) const CHAT: &[ModelTy] = &[
 pub(super) const CHAT_BATCH: &[ModelTy] = &[
     ModelTy {
         name: "BatchChatCompletionRequest",
-        checks: &[Check::BatchMode, Check::StreamOptions],
+        checks: &[Check::BatchMode],
         fields: &[
             FieldTy { name: "add_generation_prompt", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "best_of", tys: &[Ty::Int], nullable: true, required: false, filled_from: "", range: None },

@@ -225,10 +225,15 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
         return Some(field_type("model", "a string", gated()));
     }
     // The batch route then validates each conversation as a chat request, built from the
-    // batch request's fields (extra ones included) with the conversation as `messages`.
+    // batch request's fields (extra ones included) with the conversation as `messages`: its
+    // types, then its before-validators.
     if route == RouteKind::ChatBatch {
-        if let Some(field) = route_declared(RouteKind::Chat).rebuilt_refusal(f, "messages") {
+        let chat = route_declared(RouteKind::Chat);
+        if let Some(field) = chat.rebuilt_refusal(f, "messages") {
             return Some(field_type(field, "of the type vLLM declares", gated()));
+        }
+        if let Some(parameter) = chat.rebuilt_check(f) {
+            return Some(Invalid::ModelCheck(parameter));
         }
     }
     let completion = matches!(route, RouteKind::Completions | RouteKind::CompletionsRender)
@@ -848,6 +853,61 @@ mod tests {
                 ..UpstreamFacts::default()
             };
             assert_eq!(v(RouteKind::Responses, &body, &harmony), Verdict::Accept);
+        }
+    }
+
+    #[test]
+    fn the_batch_routes_rebuilt_requests_are_checked_as_chat_requests() {
+        // Each checked against the real server: the batch request's fields as validated,
+        // defaults included (`add_generation_prompt` is true), its extra members as sent.
+        let up = UpstreamFacts::default();
+        let gate = Verdict::Reject(Field::MmProcessorKwargs);
+        let check = |parameter| Verdict::Invalid(Invalid::ModelCheck(parameter));
+        for (members, want) in [
+            (
+                r#""continue_final_message":true"#,
+                check("continue_final_message"),
+            ),
+            (
+                r#""continue_final_message":"yes""#,
+                check("continue_final_message"),
+            ),
+            (
+                r#""continue_final_message":1,"add_generation_prompt":"on""#,
+                check("continue_final_message"),
+            ),
+            (
+                r#""continue_final_message":true,"add_generation_prompt":false"#,
+                gate.clone(),
+            ),
+            (
+                r#""continue_final_message":"false","add_generation_prompt":true"#,
+                gate.clone(),
+            ),
+            (r#""top_logprobs":2"#, check("top_logprobs")),
+            (r#""top_logprobs":-1"#, check("top_logprobs")),
+            (r#""top_logprobs":true"#, check("top_logprobs")),
+            (
+                r#""top_logprobs":-2,"logprobs":true"#,
+                check("top_logprobs"),
+            ),
+            (r#""top_logprobs":"2""#, check("top_logprobs")),
+            (r#""top_logprobs":" -1 ""#, check("top_logprobs")),
+            (r#""top_logprobs":"1_0","logprobs":true"#, gate.clone()),
+            (r#""top_logprobs":2,"logprobs":true"#, gate.clone()),
+            (r#""top_logprobs":0"#, gate.clone()),
+            (r#""prompt_logprobs":"1""#, check("prompt_logprobs")),
+            (r#""prompt_logprobs":1"#, gate.clone()),
+            (r#""tools":[]"#, check("tools")),
+            (
+                r#""stream_options":{"include_usage":true}"#,
+                check("stream_options"),
+            ),
+            (r#""stream":true"#, gate.clone()),
+        ] {
+            let messages = r#""messages":[[{"role":"user","content":"x"}]]"#;
+            let body = kwargs_body(&format!("{messages},{members}"));
+            assert_eq!(v(RouteKind::ChatBatch, &body, &up), want, "{members}");
         }
     }
 

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::inspect::{
-    ChatForm, Field, Findings, Kind, KindSet, Member, Read, Sign, StrField, TagValue, Tagged,
+    ChatForm, Facts, Field, Findings, Kind, KindSet, Member, Read, Sign, StrField, TagValue, Tagged,
 };
 
 /// A simple declared type.
@@ -197,8 +197,8 @@ pub(super) enum Check {
 
 impl Check {
     /// The parameter the check names when it refuses the body.
-    fn refuses(self, f: &Findings) -> Option<&'static str> {
-        let kind = |member| f.facts.read.get(member);
+    fn refuses(self, facts: &Facts) -> Option<&'static str> {
+        let kind = |member| facts.read.get(member);
         let truthy = |member| kind(member).is_some_and(Kind::truthy);
         let none = |member| matches!(kind(member), None | Some(Kind::Null));
         // Not `isinstance(value, (int, float))` (a bool is an int; NaN, Infinity are floats).
@@ -228,9 +228,9 @@ impl Check {
             ]
             .into_iter()
             .find_map(|(member, name)| not_number(member).then_some(name))
-            .or_else(|| prompt_logprobs(f, truthy(Read::Stream)))
+            .or_else(|| prompt_logprobs(facts, truthy(Read::Stream)))
             .or_else(|| {
-                let top = f.facts.signs.top_logprobs?;
+                let top = facts.signs.top_logprobs?;
                 let on = matches!(top, Sign::MinusOne | Sign::Positive);
                 (top == Sign::Negative || (on && !truthy(Read::Logprobs))).then_some("top_logprobs")
             }),
@@ -253,8 +253,8 @@ impl Check {
             ]
             .into_iter()
             .find_map(|(member, name)| not_number(member).then_some(name))
-            .or_else(|| prompt_logprobs(f, truthy(Read::Stream)))
-            .or_else(|| (f.facts.signs.logprobs == Some(Sign::Negative)).then_some("logprobs")),
+            .or_else(|| prompt_logprobs(facts, truthy(Read::Stream)))
+            .or_else(|| (facts.signs.logprobs == Some(Sign::Negative)).then_some("logprobs")),
             Check::PromptOrEmbeds => {
                 let prompt_empty =
                     none(Read::Prompt) || kind(Read::Prompt) == Some(Kind::Str { empty: true });
@@ -263,8 +263,8 @@ impl Check {
                 (prompt_empty && embeds_empty).then_some("prompt")
             }
             Check::ResponsesPrompt => (!none(Read::Prompt)).then_some("prompt"),
-            Check::CacheSalt => f.facts.cache_salt_refused.then_some("cache_salt"),
-            Check::ChatToolUsage => chat_tool_usage(f),
+            Check::CacheSalt => facts.cache_salt_refused.then_some("cache_salt"),
+            Check::ChatToolUsage => chat_tool_usage(facts),
             Check::ResponsesToolUsage => {
                 // `len(tools) > 0`: `len` of another kind raises a TypeError, no refusal.
                 let no_tools = match kind(Read::Tools) {
@@ -274,8 +274,8 @@ impl Check {
                     }
                     Some(_) => false,
                 };
-                let required = f.facts.tool_choice.is("required");
-                (no_tools && (required || f.facts.named_tool_choice)).then_some("tool_choice")
+                let required = facts.tool_choice.is("required");
+                (no_tools && (required || facts.named_tool_choice)).then_some("tool_choice")
             }
             Check::Background => (truthy(Read::Background)
                 && kind(Read::Store).is_some_and(|k| !k.truthy()))
@@ -285,15 +285,15 @@ impl Check {
 }
 
 /// ChatCompletionRequest `check_tool_usage`, as far as top-level kinds and words decide it.
-fn chat_tool_usage(f: &Findings) -> Option<&'static str> {
-    let kind = |member| f.facts.read.get(member);
+fn chat_tool_usage(facts: &Facts) -> Option<&'static str> {
+    let kind = |member| facts.read.get(member);
     if kind(Read::Tools) == Some(Kind::Array { empty: true }) {
         return Some("tools");
     }
-    let choice = &f.facts.tool_choice;
+    let choice = &facts.tool_choice;
     if !choice.is_set() || choice.is("none") {
         None
-    } else if !f.facts.has_tools() {
+    } else if !facts.has_tools() {
         Some("tool_choice")
     } else {
         let taken = matches!(choice, StrField::Other(Kind::Object { .. }))
@@ -372,10 +372,59 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
 
 /// The `prompt_logprobs` rules both logprobs checks share: none with `stream` (unless 0),
 /// none below zero but -1.
-fn prompt_logprobs(f: &Findings, stream: bool) -> Option<&'static str> {
-    let p = f.facts.signs.prompt_logprobs?;
+fn prompt_logprobs(facts: &Facts, stream: bool) -> Option<&'static str> {
+    let p = facts.signs.prompt_logprobs?;
     let streamed = stream && matches!(p, Sign::Positive | Sign::MinusOne);
     (streamed || p == Sign::Negative).then_some("prompt_logprobs")
+}
+
+/// The facts of the chat request that vLLM's batch route builds for each conversation, from
+/// the batch request's `model_dump(exclude_none=True)`: the batch model's own fields as it
+/// validated them, their defaults filled in and nulls gone; its extra members (`stream`,
+/// `tools`, `prompt_logprobs` ...) as sent. A `top_logprobs` string over 24 bytes is not
+/// read (its sign stays unknown, so it refuses nothing).
+fn batch_rebuilt(f: &Findings) -> Facts {
+    let mut facts = f.facts.clone();
+    // A member as dumped: `None` when it is gone (null), else whether it is absent.
+    let dumped = |name| match f.member(name) {
+        Some(m) if m.kind == Kind::Null => None,
+        m => Some(m),
+    };
+    for (member, name, default) in [
+        (Read::ContinueFinalMessage, "continue_final_message", false),
+        (Read::AddGenerationPrompt, "add_generation_prompt", true),
+        (Read::Logprobs, "logprobs", false),
+        (Read::UseBeamSearch, "use_beam_search", false),
+    ] {
+        let value = dumped(name).map(|m| {
+            m.map_or(default, |m| match m.kind {
+                Kind::Bool(b) => b,
+                kind => m.coerce().bool.unwrap_or(kind.truthy()),
+            })
+        });
+        facts.read.set(member, value.map(Kind::Bool));
+    }
+    let (kind, sign) = match dumped("top_logprobs") {
+        None => (None, None),
+        Some(None) => (Some(Kind::Number { zero: true }), Some(Sign::Zero)),
+        Some(Some(m)) => match m.kind {
+            Kind::Bool(b) => (
+                Some(m.kind),
+                Some(if b { Sign::Positive } else { Sign::Zero }),
+            ),
+            Kind::Number { .. } => (Some(m.kind), f.facts.signs.top_logprobs),
+            _ => (Some(Kind::Number { zero: false }), m.int_string_sign()),
+        },
+    };
+    facts.read.set(Read::TopLogprobs, kind);
+    facts.signs.top_logprobs = sign;
+    // `tool_choice: Literal["none"] | None = "none"`.
+    facts.tool_choice = match dumped("tool_choice") {
+        None => StrField::Absent,
+        Some(_) => StrField::Str("none".into()),
+    };
+    facts.named_tool_choice = false;
+    facts
 }
 
 /// Whether pydantic refuses the member for `f` whatever else the value holds (a field of
@@ -470,7 +519,7 @@ impl Declared {
     /// [`Model::first_error`]); `None` when some model may accept it.
     pub(super) fn refusal(&self, findings: &Findings) -> Option<Refusal> {
         let mut checks = self.models.iter().flat_map(|m| m.checks);
-        if let Some(parameter) = checks.find_map(|c| c.refuses(findings)) {
+        if let Some(parameter) = checks.find_map(|c| c.refuses(&findings.facts)) {
             return Some(Refusal::Check(parameter));
         }
         let mut first = None;
@@ -483,6 +532,14 @@ impl Declared {
 }
 
 impl Declared {
+    /// The first before-validator of the (first) model that refuses a batch request's
+    /// conversation once rebuilt ([`batch_rebuilt`]), by the parameter it names.
+    pub(super) fn rebuilt_check(&self, findings: &Findings) -> Option<&'static str> {
+        let model = self.models.first()?;
+        let facts = batch_rebuilt(findings);
+        model.checks.iter().find_map(|c| c.refuses(&facts))
+    }
+
     /// The first field the (first) model certainly refuses when it is rebuilt from another
     /// model's `model_dump(exclude_none=True)`, as vLLM's batch route builds each
     /// conversation's request: members that are null are gone, required fields were the

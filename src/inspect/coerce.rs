@@ -80,6 +80,27 @@ impl Scalar {
         })
     }
 
+    /// For a kept string that pydantic's lax `int` takes: its value's sign as -1, below,
+    /// at or above zero (`Some(-1)`, `Some(-2)`, `Some(0)`, `Some(1)`); `None` otherwise.
+    pub fn int_string_sign(&self) -> Option<i8> {
+        if !self.coerce().int {
+            return None;
+        }
+        let text = self.text()?;
+        let digits: String = std::str::from_utf8(trim(&text))
+            .ok()?
+            .chars()
+            .filter(|&c| c != '_')
+            .collect();
+        let x: f64 = digits.parse().ok()?;
+        Some(match x {
+            -1.0 => -1,
+            x if x < 0.0 => -2,
+            0.0 => 0,
+            _ => 1,
+        })
+    }
+
     /// For a string: whether it is one of `words` (exactly, as pydantic compares a
     /// `Literal`); `None` for a string too long to have been kept, or for another value.
     pub fn is_one_of(&self, words: &[&str]) -> Option<bool> {

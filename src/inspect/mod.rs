@@ -290,6 +290,11 @@ impl Kinds {
     pub fn get(&self, member: Read) -> Option<Kind> {
         self.0[member as usize]
     }
+
+    /// Sets the member's kind (`None`: absent).
+    pub fn set(&mut self, member: Read, kind: Option<Kind>) {
+        self.0[member as usize] = kind;
+    }
 }
 
 impl Facts {
@@ -380,6 +385,17 @@ impl Member {
     /// For a number: whether it lies within `lo..=hi` (`None` when that is not known).
     pub fn number_within(&self, lo: i128, hi: i128) -> Option<bool> {
         self.scalar.number_within(lo, hi)
+    }
+
+    /// For a string of up to [`coerce::SHORT`] bytes that pydantic's lax `int` takes: the
+    /// sign of its value.
+    pub fn int_string_sign(&self) -> Option<Sign> {
+        Some(match self.scalar.int_string_sign()? {
+            -1 => Sign::MinusOne,
+            -2 => Sign::Negative,
+            0 => Sign::Zero,
+            _ => Sign::Positive,
+        })
     }
 }
 
