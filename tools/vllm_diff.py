@@ -2,11 +2,12 @@
 """Differential hunt: generated request bodies replayed to a real vLLM 0.31 server and
 through an mmgate gateway, reporting every answer that differs.
 
-    python3 tools/vllm_diff.py DIRECT_PORT GATEWAY_PORT SEED COUNT [--pool]
-    python3 tools/vllm_diff.py DIRECT_PORT GATEWAY_PORT grid [--pool]
+    python3 tools/vllm_diff.py DIRECT_PORT GATEWAY_PORT SEED COUNT [--pool|--serve]
+    python3 tools/vllm_diff.py DIRECT_PORT GATEWAY_PORT grid [--pool|--serve]
 
 DIRECT_PORT is an untrusted vLLM server (../shared/oracle/run.sh; `--pool`: a pooling
-server, `--runner pooling --convert embed`, else a render server); GATEWAY_PORT an mmgate
+server, `--runner pooling --convert embed`; `--serve`: a generating `--mode serve` server,
+whose bodies ask for one token; else a render server); GATEWAY_PORT an mmgate
 `reject` gateway in front of a server of the same kind (trusted or not). Bodies mutate the
 gated values, key spellings (escapes), duplicates, encodings, nesting near the depth
 limit, and members that vLLM's earlier checks read. A mismatch is a different status,
@@ -50,8 +51,16 @@ BASES = [
   ("/tokenize", [("model",'"tiny"')]),
   ("/v1/responses/render", [("model",'"tiny"'),("input",'"Hello"'),("prompt",'null')]),
 ]
+SERVE_BASES = [
+  ("/v1/chat/completions/batch", [("model",'"tiny"'),("messages",'[[{"role":"user","content":"Hello"}]]'),("max_tokens","1")]),
+  ("/v1/chat/completions", [("model",'"tiny"'),("messages",'[{"role":"user","content":"Hello"}]'),("max_tokens","1")]),
+  ("/v1/completions", [("model",'"tiny"'),("prompt",'"Hello"'),("max_tokens","1")]),
+  ("/v1/responses", [("model",'"tiny"'),("input",'"Hello"'),("max_output_tokens","1")]),
+]
 if "--pool" in sys.argv:
     BASES = POOL_BASES
+elif "--serve" in sys.argv:
+    BASES = SERVE_BASES
 DP, GP = int(sys.argv[1]), int(sys.argv[2])
 VALUES = ['null','false','true','0','0.0','-0','-0.0','-0.0e-5','1e-400','2e-324','3e-324',
  '2.4703282292062328e-324','2.4703282292062327e-324','1e400','-1e400','NaN','Infinity','-Infinity',
@@ -63,9 +72,12 @@ VALUES = ['null','false','true','0','0.0','-0','-0.0','-0.0e-5','1e-400','2e-324
  '1e-99999999999999999999','{"a":-0}', '00', '01', '1.', '.5', '-', '+1', 'nan', 'inf', '-NaN', 'True', 'None']
 # List elements of each kind, for the declared element types of list fields.
 VALUES += ['[null]', '["a"]', '[1.5]', '["1"]', '[true]', '[NaN]', '[1,"a"]', '[{"role":"user","content":"x"}]', '[[1]]']
+# Shapes the request types look into: conversations, score inputs, Responses items.
+VALUES += ['[[{"role":"user","content":"x"}]]', '[[1.5]]', '{"content":[]}', '[{"content":[]}]', '[{"id":"r"}]',
+           '[{"type":"reasoning","summary":[]}]', '[{"author":{"role":"user"}}]']
 # Words the tool, salt and background checks compare.
 VALUES += ['"auto"', '"required"', '"none"', '"a/b"', '"a@b"', '{"type":"function","name":"f"}']
-NAMES = ["mm_processor_kwargs", "media_io_kwargs", "stream_options", "stream", "prompt", "prompt_embeds", "input", "messages", "logprob_token_ids", "logprobs", "top_logprobs", "prompt_logprobs", "continue_final_message", "add_generation_prompt", "use_beam_search",
+NAMES = ["mm_processor_kwargs", "media_io_kwargs", "stream_options", "stream", "prompt", "query", "queries", "prompt_embeds", "input", "messages", "logprob_token_ids", "logprobs", "top_logprobs", "prompt_logprobs", "continue_final_message", "add_generation_prompt", "use_beam_search",
          "stop", "stop_token_ids", "bad_words", "allowed_token_ids", "documents", "tools", "include",
          "tool_choice", "cache_salt", "background", "store"]
 WS = [""," ","  ","\n","\t","\r\n"," \n\t"]

@@ -325,11 +325,12 @@ def kinds_expr(kinds):
     return f"KindSet::{first}" + "".join(f".or(KindSet::{k})" for k in rest)
 
 
-def simple(ann, filled=None):
+def simple(ann, filled=None, field_length=(0, None)):
     """The JSON-level types a field accepts (`None` when some of them cannot be told from
     the JSON kind alone), and whether it accepts null. A `Literal` of strings is a string
     equal to one of them. `filled`: keys a before-validator adds to tagged list elements, by
-    `type` word."""
+    `type` word. `field_length`: the field's own `min_length` and `max_length` (`Field(...)`),
+    which only lists of conversations have (one conversation at least)."""
     args = [ann]
     if typing.get_origin(ann) in (typing.Union, types.UnionType):
         args = list(typing.get_args(ann))
@@ -383,8 +384,8 @@ def simple(ann, filled=None):
         if inner is not None and SHAPED.get(inner) == "ChatMessages" and length == (0, None):
             # A list of conversations, each with one message at least: `Ty::ChatBatches`.
             bounds = length_bounds(element) if conversation is not element else (0, None)
-            if bounds != (1, None):
-                raise SystemExit(f"{ann}: conversations of other lengths than 1 and more")
+            if bounds != (1, None) or field_length != (1, None):
+                raise SystemExit(f"{ann}: conversations, or lists of them, of other lengths than 1 and more")
             tys.append("ChatBatches")
             continue
         tagged = tags(element, filled) if element is not None else None
@@ -414,6 +415,8 @@ def simple(ann, filled=None):
                 tys.append(f"Nested({outer}, {kinds_expr(kinds)})")
                 continue
         if ty == "List":
+            if field_length != (0, None):
+                raise SystemExit(f"{ann}: a field-level length on a list the table cannot bound")
             args = typing.get_args(a)
             kinds = checked(args[0], accepts(args[0])) if args else set(KINDS)
             if (kinds, length) not in lists:
@@ -512,7 +515,10 @@ def fields(path):
                 out[info.alias or name] = ([], True, True, filled.get(name, ""), None)
             continue
         name = info.alias or name
-        tys, nullable = simple(info.annotation, ADDED.get((model.__name__, name)))
+        import annotated_types
+        lengths = [m for m in info.metadata if isinstance(m, (annotated_types.MinLen, annotated_types.MaxLen))]
+        field_length = length_bounds(typing.Annotated[object, *lengths]) if lengths else (0, None)
+        tys, nullable = simple(info.annotation, ADDED.get((model.__name__, name)), field_length)
         if tys and name in LISTED.get(model.__name__, ()):
             lists = [t for t in tys if t.startswith(("List(", "TaggedList("))]
             if lists and "Dict" not in tys:

@@ -100,6 +100,9 @@ pub enum Invalid {
     /// `prompt_embeds` with `echo` or `prompt_logprobs` on a completion.
     #[error("prompt_embeds is not compatible with echo or prompt_logprobs")]
     PromptEmbeds,
+    /// A background response on a server without a response store (`/v1/responses`).
+    #[error("background responses need the upstream's response store")]
+    BackgroundStore,
     /// A Responses `input` item that the renderer cannot turn into a chat message.
     #[error("Unsupported input item type")]
     InputItem,
@@ -346,6 +349,9 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
     if up.harmony && harmony_route {
         return Verdict::Accept;
     }
+    if route == RouteKind::Responses && !up.responses_store && stored_background(f) {
+        return Verdict::Invalid(Invalid::BackgroundStore);
+    }
     if route == RouteKind::Responses && facts.previous_response && !up.responses_store {
         return Verdict::Invalid(Invalid::PreviousResponse);
     }
@@ -386,6 +392,17 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
         Family::Pooling => {}
     }
     gate(f)
+}
+
+/// Whether a Responses request asks for a stored background response (`background`, and
+/// `store`, which is true unless given): vLLM's generating route refuses it without a
+/// response store, after the model check (`_validate_create_responses_input`).
+fn stored_background(f: &Findings) -> bool {
+    let flag = |name, default| match f.member(name) {
+        None => default,
+        Some(m) => m.as_bool().unwrap_or(m.kind.truthy()),
+    };
+    flag("background", false) && flag("store", true)
 }
 
 /// Whether the Responses renderer refuses an `input` item as it turns the items into chat
@@ -853,6 +870,34 @@ mod tests {
                 ..UpstreamFacts::default()
             };
             assert_eq!(v(RouteKind::Responses, &body, &harmony), Verdict::Accept);
+        }
+    }
+
+    #[test]
+    fn a_stored_background_response_needs_the_store_on_the_generating_route() {
+        // Each checked against the real server (`vllm serve`, no response store).
+        let up = UpstreamFacts::default();
+        let store = UpstreamFacts {
+            responses_store: true,
+            ..UpstreamFacts::default()
+        };
+        let gate = Verdict::Reject(Field::MmProcessorKwargs);
+        for (members, stored) in [
+            (r#""background":true"#, true),
+            (r#""background":true,"store":true"#, true),
+            (r#""background":"yes","store":1"#, true),
+            (r#""background":false"#, false),
+            (r#""background":null"#, false),
+        ] {
+            let body = kwargs_body(&format!(r#""input":"x",{members}"#));
+            let want = if stored {
+                Verdict::Invalid(Invalid::BackgroundStore)
+            } else {
+                gate.clone()
+            };
+            assert_eq!(v(RouteKind::Responses, &body, &up), want, "{members}");
+            assert_eq!(v(RouteKind::Responses, &body, &store), gate, "{members}");
+            assert_eq!(v(RouteKind::ResponsesRender, &body, &up), gate, "{members}");
         }
     }
 

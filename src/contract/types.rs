@@ -38,8 +38,9 @@ pub(super) enum Ty {
     /// `list[ChatCompletionToolsParam]`: a list of objects, each a chat tool (as
     /// [`Ty::ChatMessages`]).
     ChatTools,
-    /// `list[list[ChatCompletionMessageParam]]`: a list of conversations, each a non-empty
-    /// list of objects that some chat message type may accept (as [`Ty::ChatMessages`]).
+    /// `list[list[ChatCompletionMessageParam]]`: a non-empty list of conversations, each a
+    /// non-empty list of objects that some chat message type may accept (as
+    /// [`Ty::ChatMessages`]).
     ChatBatches,
     /// A list of objects each of which one of these types takes (a union of types told
     /// apart by their `type`: the Responses API's tools and input items), read from the
@@ -329,7 +330,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
                         .any(|s| !words.iter().any(|w| w.as_bytes() == s))
             }
             Ty::Nested(outer, inner) => !m.elements.within(outer) || !m.nested.within(inner),
-            Ty::ChatBatches => !m.elements.within(KindSet::ARRAY) || m.misshapen,
+            Ty::ChatBatches => !m.elements.within(KindSet::ARRAY) || m.misshapen || m.len == 0,
             Ty::TaggedList(tags) => objects() || m.tagged.iter().any(|t| Tag::none_takes(tags, t)),
             Ty::ContentList(tags) => {
                 !m.elements
@@ -396,12 +397,8 @@ fn batch_rebuilt(f: &Findings) -> Facts {
         (Read::Logprobs, "logprobs", false),
         (Read::UseBeamSearch, "use_beam_search", false),
     ] {
-        let value = dumped(name).map(|m| {
-            m.map_or(default, |m| match m.kind {
-                Kind::Bool(b) => b,
-                kind => m.coerce().bool.unwrap_or(kind.truthy()),
-            })
-        });
+        let value =
+            dumped(name).map(|m| m.map_or(default, |m| m.as_bool().unwrap_or(m.kind.truthy())));
         facts.read.set(member, value.map(Kind::Bool));
     }
     let (kind, sign) = match dumped("top_logprobs") {

@@ -387,6 +387,15 @@ impl Member {
         self.scalar.number_within(lo, hi)
     }
 
+    /// What pydantic's lax `bool` makes of the value: `Some` for a boolean, and for a number
+    /// or a string it reads as one.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self.kind {
+            Kind::Bool(b) => Some(b),
+            _ => self.coerce().bool,
+        }
+    }
+
     /// For a string of up to [`coerce::SHORT`] bytes that pydantic's lax `int` takes: the
     /// sign of its value.
     pub fn int_string_sign(&self) -> Option<Sign> {
