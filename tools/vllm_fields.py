@@ -217,8 +217,9 @@ def checked(x, kinds):
 def tags(x, filled=None):
     """For a union of models and TypedDicts told apart by their `type` (`Literal` strings),
     with no before-validators: each type's words, whether it takes an object without a
-    `type` or with a null one, and its other required fields (less those in `filled`, by
-    word: keys a before-validator adds); else None."""
+    `type` or with a null one, and its other fields that are required (less those in
+    `filled`, by word: keys a before-validator adds) or whose kinds are decided, with those
+    kinds; else None."""
     if typing.get_origin(x) is typing.Annotated:
         if not transparent(x):
             return None
@@ -265,7 +266,7 @@ def model_tags(models, filled=None):
             if "type" not in fields:
                 return None
             ann, tag_required = fields["type"]
-            required = [(n, a) for n, (a, r) in fields.items() if r and n != "type"]
+            typed = [(n, a, r) for n, (a, r) in fields.items() if n != "type"]
         elif isinstance(m, type) and issubclass(m, pydantic.BaseModel):
             if any(d.info.mode != "after" for d in m.__pydantic_decorators__.model_validators.values()):
                 return None
@@ -273,9 +274,9 @@ def model_tags(models, filled=None):
             if t is None:
                 return None
             ann, tag_required = t.annotation, t.is_required()
-            required = [
-                (f.alias or n, object if validated(m, n, f) else f.annotation)
-                for n, f in m.model_fields.items() if f.is_required() and n != "type"
+            typed = [
+                (f.alias or n, object if validated(m, n, f) else f.annotation, f.is_required())
+                for n, f in m.model_fields.items() if n != "type"
             ]
         else:
             return None
@@ -288,8 +289,14 @@ def model_tags(models, filled=None):
         if not all(isinstance(w, str) for w in words):
             return None
         gone = set().union(*((filled or {}).get(w, set()) for w in words))
-        required = tuple((r, kinds_expr(checked(a, accepts(a)))) for r, a in required if r not in gone)
-        tag = (words, not tag_required, null, required)
+        # Each field the kinds of its value decide, or that is required (unless filled in).
+        typed = tuple(
+            (n, kinds_expr(kinds), r and n not in gone)
+            for n, a, r in typed
+            for kinds in [checked(a, accepts(a))]
+            if (r and n not in gone) or kinds != set(KINDS)
+        )
+        tag = (words, not tag_required, null, typed)
         if tag not in out:
             out.append(tag)
     return out
@@ -312,8 +319,8 @@ def content_tags(x):
 def tags_expr(variant, tags):
     strs = lambda xs: "&[" + ", ".join(f'"{x}"' for x in xs) + "]"
     return variant + "(&[" + ", ".join(
-        f"Tag {{ words: {strs(w)}, omitted: {str(o).lower()}, null: {str(n).lower()}, required: &["
-        + ", ".join(f'("{name}", {kinds})' for name, kinds in r) + "] }"
+        f"Tag {{ words: {strs(w)}, omitted: {str(o).lower()}, null: {str(n).lower()}, fields: &["
+        + ", ".join(f'("{name}", {kinds}, {str(req).lower()})' for name, kinds, req in r) + "] }"
         for w, o, n, r in tags
     ) + "])"
 

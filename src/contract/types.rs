@@ -71,14 +71,15 @@ pub(super) enum Ty {
 }
 
 /// One type of a tagged union: the `type` words it takes, whether it also takes an object
-/// without a `type` (`NotRequired`) or with a null one (`Optional`), and its other required
-/// fields with the kinds each may have (as [`Ty::List`]'s elements).
+/// without a `type` (`NotRequired`) or with a null one (`Optional`), and its other fields
+/// that are required or of decided kinds: each with the kinds it may have (as
+/// [`Ty::List`]'s elements) and whether it is required.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Tag {
     pub(super) words: &'static [&'static str],
     pub(super) omitted: bool,
     pub(super) null: bool,
-    pub(super) required: &'static [(&'static str, KindSet)],
+    pub(super) fields: &'static [(&'static str, KindSet, bool)],
 }
 
 impl Ty {
@@ -98,8 +99,8 @@ impl Tag {
     }
 
     /// Whether this type may take the object: its `type` is one of the words (or absent or
-    /// null, where the type allows), and it has every required field, of a kind the field
-    /// may have (what is inside is not judged).
+    /// null, where the type allows), it has every required field, and each field it has is
+    /// of a kind the field may have (what is inside is not judged).
     fn may_take(&self, t: &Tagged) -> bool {
         let typed = match &t.tag {
             TagValue::Absent => self.omitted,
@@ -109,9 +110,12 @@ impl Tag {
         };
         typed
             && self
-                .required
+                .fields
                 .iter()
-                .all(|&(r, kinds)| t.get(r.as_bytes()).is_some_and(|k| k.kinds.within(kinds)))
+                .all(|&(name, kinds, required)| match t.get(name.as_bytes()) {
+                    Some(k) => k.kinds.within(kinds),
+                    None => !required,
+                })
     }
 }
 

@@ -207,8 +207,13 @@ fn responses_tools_are_refused_only_when_no_tool_type_takes_one() {
         r#"{"type":"function","name":"f","type":null}"#,
         r#"{"type":"file_search"}"#,
         r#"{"type":"mcp"}"#,
+        r#"{"type":"function","name":5}"#,
+        r#"{"type":"function","name":"f","parameters":5}"#,
+        r#"{"type":"function","name":"f","description":5}"#,
+        r#"{"type":"mcp","server_label":"s","headers":5}"#,
     ];
     let taken = [
+        r#"{"type":"function","name":"f","parameters":null,"strict":"yes"}"#,
         r#"{"type":"function","name":"f"}"#,
         r#"{"type":"\u0066unction","name":"f","parameters":{}}"#,
         r#"{"type":"web_search"}"#,
