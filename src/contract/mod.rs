@@ -103,8 +103,9 @@ pub enum Invalid {
     /// A background response on a server without a response store (`/v1/responses`).
     #[error("background responses need the upstream's response store")]
     BackgroundStore,
-    /// A Responses `input` item that the renderer cannot turn into a chat message.
-    #[error("Unsupported input item type")]
+    /// A Responses `input` item that the renderer refuses to turn into a chat message (of
+    /// a type it does not take, or a reasoning item with encrypted content).
+    #[error("the Responses renderer does not take an input item")]
     InputItem,
     /// A request chat template without `--trust-request-chat-template`.
     #[error("Chat template is passed with request, but --trust-request-chat-template is not set.")]
@@ -229,14 +230,14 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
     }
     // The batch route then validates each conversation as a chat request, built from the
     // batch request's fields (extra ones included) with the conversation as `messages`: its
-    // types, then its before-validators.
+    // before-validators, then its types.
     if route == RouteKind::ChatBatch {
         let chat = route_declared(RouteKind::Chat);
-        if let Some(field) = chat.rebuilt_refusal(f, "messages") {
-            return Some(field_type(field, "of the type vLLM declares", gated()));
-        }
         if let Some(parameter) = chat.rebuilt_check(f) {
             return Some(Invalid::ModelCheck(parameter));
+        }
+        if let Some(field) = chat.rebuilt_refusal(f, "messages") {
+            return Some(field_type(field, "of the type vLLM declares", gated()));
         }
     }
     let completion = matches!(route, RouteKind::Completions | RouteKind::CompletionsRender)
@@ -407,10 +408,11 @@ fn stored_background(f: &Findings) -> bool {
 
 /// Whether the Responses renderer refuses an `input` item as it turns the items into chat
 /// messages, before the gate (`_construct_message_from_response_item`, on the non-Harmony
-/// path). It takes an item that keeps a `role` (every message; pydantic keeps the other
-/// keys of an item it reads as a dict), a function call's output, and the items
-/// `input_item_parsing` made models of: a function call (string `arguments`, `call_id` and
-/// `name`) and a reasoning item (a `summary` list, no `encrypted_content` but an empty one).
+/// path). `input_item_parsing` made models of the function calls and reasoning items that
+/// fit them (string `arguments`, `call_id` and `name`; a `summary` list); the renderer takes
+/// those, but a reasoning item with encrypted content. Of the items left as they came, it
+/// takes a function call's output and any that keeps a `role` (every message; pydantic
+/// keeps the other keys of an item it reads as a dict).
 fn unsupported_input_item(f: &Findings) -> bool {
     let Some(input) = f.member("input") else {
         return false;
@@ -420,18 +422,17 @@ fn unsupported_input_item(f: &Findings) -> bool {
     };
     let text = KindSet::STR.or(KindSet::NOT_INT);
     input.tagged.iter().any(|item| {
-        let taken = item.get(b"role").is_some()
-            || item.is(b"function_call_output")
-            || item.is(b"function_call")
-                && [&b"arguments"[..], b"call_id", b"name"]
-                    .iter()
-                    .all(|key| is(item, key, text))
-            || item.is(b"reasoning")
-                && is(item, b"summary", KindSet::ARRAY)
-                && item
-                    .get(b"encrypted_content")
-                    .is_none_or(|k| matches!(k.kind, Kind::Null | Kind::Str { empty: true }));
-        !taken
+        if item.is(b"reasoning") && is(item, b"summary", KindSet::ARRAY) {
+            // `if item.encrypted_content:` refuses a non-empty one.
+            return item
+                .get(b"encrypted_content")
+                .is_some_and(|k| !matches!(k.kind, Kind::Null | Kind::Str { empty: true }));
+        }
+        let call = item.is(b"function_call")
+            && [&b"arguments"[..], b"call_id", b"name"]
+                .iter()
+                .all(|key| is(item, key, text));
+        !(call || item.is(b"function_call_output") || item.get(b"role").is_some())
     })
 }
 
@@ -854,6 +855,10 @@ mod tests {
                 r#"{"type":"reasoning","summary":[],"encrypted_content":"x"}"#,
                 false,
             ),
+            (
+                r#"{"type":"reasoning","summary":[],"encrypted_content":"x","role":"user"}"#,
+                false,
+            ),
         ] {
             let body = kwargs_body(&format!(r#""input":[{item}]"#));
             for route in [RouteKind::Responses, RouteKind::ResponsesRender] {
@@ -949,6 +954,12 @@ mod tests {
                 check("stream_options"),
             ),
             (r#""stream":true"#, gate.clone()),
+            // check_batch_mode's own: `n` must equal 1 (as Python compares).
+            (r#""n":2"#, check("n")),
+            (r#""n":"1""#, check("n")),
+            (r#""n":1.0"#, gate.clone()),
+            (r#""n":true"#, gate.clone()),
+            (r#""n":null"#, gate.clone()),
         ] {
             let messages = r#""messages":[[{"role":"user","content":"x"}]]"#;
             let body = kwargs_body(&format!("{messages},{members}"));

@@ -182,8 +182,8 @@ pub(super) enum Check {
     PromptOrEmbeds,
     /// ResponsesRequest `validate_prompt`: any `prompt` but null.
     ResponsesPrompt,
-    /// BatchChatCompletionRequest `check_batch_mode`: beam search, or `logprob_token_ids`
-    /// without `logprobs`.
+    /// BatchChatCompletionRequest `check_batch_mode`: beam search, `logprob_token_ids`
+    /// without `logprobs`, or an `n` other than 1.
     BatchMode,
     /// `check_cache_salt_support`: a `cache_salt` that is neither null nor a valid salt.
     CacheSalt,
@@ -226,7 +226,8 @@ impl Check {
             {
                 Some("logprob_token_ids")
             }
-            Check::BatchMode => truthy(Read::UseBeamSearch).then_some("use_beam_search"),
+            Check::BatchMode if truthy(Read::UseBeamSearch) => Some("use_beam_search"),
+            Check::BatchMode => facts.n_not_one.then_some("n"),
             Check::ChatLogprobs => [
                 (Read::PromptLogprobs, "prompt_logprobs"),
                 (Read::TopLogprobs, "top_logprobs"),
@@ -386,43 +387,59 @@ fn prompt_logprobs(facts: &Facts, stream: bool) -> Option<&'static str> {
 /// The facts of the chat request that vLLM's batch route builds for each conversation, from
 /// the batch request's `model_dump(exclude_none=True)`: the batch model's own fields as it
 /// validated them, their defaults filled in and nulls gone; its extra members (`stream`,
-/// `tools`, `prompt_logprobs` ...) as sent. A `top_logprobs` string over 24 bytes is not
+/// `tools`, `prompt_logprobs` ...) as sent. A `top_logprobs` string of over 22 bytes is not
 /// read (its sign stays unknown, so it refuses nothing).
 fn batch_rebuilt(f: &Findings) -> Facts {
-    let mut facts = f.facts.clone();
-    // A member as dumped: `None` when it is gone (null), else whether it is absent.
+    /// A batch field as `model_dump(exclude_none=True)` leaves it.
+    enum Dumped<'a> {
+        /// Null: dropped.
+        Gone,
+        /// Not sent: its default.
+        Default,
+        /// As validated from this member.
+        Sent(&'a Member),
+    }
     let dumped = |name| match f.member(name) {
-        Some(m) if m.kind == Kind::Null => None,
-        m => Some(m),
+        None => Dumped::Default,
+        Some(m) if m.kind == Kind::Null => Dumped::Gone,
+        Some(m) => Dumped::Sent(m),
     };
+    let mut facts = f.facts.clone();
     for (member, name, default) in [
         (Read::ContinueFinalMessage, "continue_final_message", false),
         (Read::AddGenerationPrompt, "add_generation_prompt", true),
         (Read::Logprobs, "logprobs", false),
         (Read::UseBeamSearch, "use_beam_search", false),
     ] {
-        let value =
-            dumped(name).map(|m| m.map_or(default, |m| m.as_bool().unwrap_or(m.kind.truthy())));
+        let value = match dumped(name) {
+            Dumped::Gone => None,
+            Dumped::Default => Some(default),
+            Dumped::Sent(m) => Some(m.as_bool().unwrap_or(m.kind.truthy())),
+        };
         facts.read.set(member, value.map(Kind::Bool));
     }
-    let (kind, sign) = match dumped("top_logprobs") {
-        None => (None, None),
-        Some(None) => (Some(Kind::Number { zero: true }), Some(Sign::Zero)),
-        Some(Some(m)) => match m.kind {
-            Kind::Bool(b) => (
-                Some(m.kind),
-                Some(if b { Sign::Positive } else { Sign::Zero }),
-            ),
-            Kind::Number { .. } => (Some(m.kind), f.facts.signs.top_logprobs),
-            _ => (Some(Kind::Number { zero: false }), m.int_string_sign()),
+    let sign = match dumped("top_logprobs") {
+        Dumped::Gone => None,
+        Dumped::Default => Some(Sign::Zero),
+        Dumped::Sent(m) => match m.kind {
+            Kind::Bool(b) => Some(if b { Sign::Positive } else { Sign::Zero }),
+            Kind::Number { .. } => f.facts.signs.top_logprobs,
+            _ => m.int_string_sign(),
         },
+    };
+    // An int by then: a number, whatever was sent (its sign unknown for a long string).
+    let kind = match dumped("top_logprobs") {
+        Dumped::Gone => None,
+        _ => Some(Kind::Number {
+            zero: sign == Some(Sign::Zero),
+        }),
     };
     facts.read.set(Read::TopLogprobs, kind);
     facts.signs.top_logprobs = sign;
     // `tool_choice: Literal["none"] | None = "none"`.
     facts.tool_choice = match dumped("tool_choice") {
-        None => StrField::Absent,
-        Some(_) => StrField::Str("none".into()),
+        Dumped::Gone => StrField::Absent,
+        _ => StrField::Str("none".into()),
     };
     facts.named_tool_choice = false;
     facts

@@ -159,23 +159,21 @@ pub fn of(kind: Kind, token: &[u8]) -> Coerce {
 /// `int`, without the other two readings, which are the costly ones.
 pub fn string_int(token: &[u8]) -> bool {
     let raw = &token[1..token.len() - 1];
-    // Most strings are words: an ASCII first byte that neither starts a number nor is
-    // whitespace or an escape settles it.
+    if raw.len() > MAX_SCALAR_TEXT {
+        return true;
+    }
+    // Most strings are words: an ASCII first byte that is no digit, sign, whitespace or
+    // escape settles it (an integer's text starts with a digit or a sign once trimmed).
     let settled = |b: &u8| {
-        b.is_ascii()
-            && !matches!(
-                b,
-                b'0'..=b'9' | b'+' | b'-' | b'.' | b'i' | b'I' | b'n' | b'N' | b'\t'..=b'\r' | b' ' | b'\\'
-            )
+        b.is_ascii() && !matches!(b, b'0'..=b'9' | b'+' | b'-' | b'\t'..=b'\r' | b' ' | b'\\')
     };
-    if raw.len() <= MAX_SCALAR_TEXT && raw.first().is_none_or(settled) {
+    if raw.first().is_none_or(settled) {
         return false;
     }
-    match (raw.len() > MAX_SCALAR_TEXT, raw.contains(&b'\\')) {
-        (true, _) => true,
-        (false, true) => int_string(&scan::unescape(raw)),
-        (false, false) => int_string(raw),
+    if raw.contains(&b'\\') {
+        return int_string(&scan::unescape(raw));
     }
+    int_string(raw)
 }
 
 /// `text(s).int`.

@@ -149,6 +149,9 @@ pub struct Facts {
     pub prompt: PromptForm,
     /// The signs the logprobs checks compare.
     pub signs: Signs,
+    /// `n` is present, not null, and not equal to 1 as Python compares (`true` and `1.0`
+    /// are; a string never is).
+    pub n_not_one: bool,
 }
 
 /// The shape of a completion request's `prompt` (`str | list[str] | list[int] |
@@ -350,9 +353,9 @@ pub struct Member {
     /// tools and input items), an object `tool_choice`, and the content parts of a score
     /// input.
     pub tagged: Vec<Tagged>,
-    /// The kinds of the values inside the elements of a list: its lists' elements (under
-    /// `messages`, `input` and `prompt`), or its objects' member values (under the score
-    /// input names, [`CONTENTS`]); `NONE` for any other member.
+    /// The kinds of the values inside the member's containers: its lists' elements (a list
+    /// under `messages`, `input` and `prompt`), or its objects' member values (an object or
+    /// a list of them under the score input names, [`CONTENTS`]); `NONE` for any other.
     pub nested: KindSet,
     /// For a `messages` or `input` list: whether vLLM's embeddings models move it from
     /// `input` to `messages`.
@@ -539,6 +542,10 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
         let on = || kind == Kind::Bool(true) || scalar.coerce().bool == Some(true);
         match &name[..] {
             b"use_beam_search" => facts.beam_search = on(),
+            b"n" => {
+                let one = kind == Kind::Bool(true) || scalar.number_within(1, 1) == Some(true);
+                facts.n_not_one = kind != Kind::Null && !one;
+            }
             b"stream" => facts.stream = on(),
             b"echo" => facts.echo = on(),
             b"suffix" => facts.suffix = kind != Kind::Null,
@@ -792,19 +799,20 @@ fn prompt_list(
     sc: &mut Scanner<'_>,
     nested: &mut KindSet,
 ) -> Result<(PromptForm, Kind), SyntaxError> {
-    let (mut texts, mut ints, mut lists) = (true, true, true);
+    let (mut texts, mut lists) = (true, true);
     let empty = sc.elements(2, |sc| {
-        let start = sc.pos;
         let kind = sc.value(3)?;
         texts &= matches!(kind, Kind::Str { .. });
         lists &= matches!(kind, Kind::Array { .. });
         if lists {
             *nested = nested.or(sc.inner());
         }
-        ints = ints
-            && (matches!(kind, Kind::Bool(_)) || coerce::of(kind, &sc.text()[start..sc.pos]).int);
         Ok(kind)
     })?;
+    // Booleans, and numbers and strings that pydantic's `int` takes (no `NOT_INT`).
+    let ints = sc
+        .inner()
+        .within(KindSet::BOOL.or(KindSet::NUMBER).or(KindSet::STR));
     let form = match (empty, texts, ints || lists) {
         (true, _, _) => PromptForm::Empty,
         (false, true, _) => PromptForm::Text,

@@ -48,7 +48,8 @@ pub struct Tagged {
 }
 
 /// A short name (a key or a `type` word), decoded, kept inline: the names that the tagged
-/// types look for are short, and an object's walk allocates nothing for its keys.
+/// types look for are short (a test checks that they fit), and an object's walk allocates
+/// only its list of keys.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Name {
     bytes: [u8; Name::MAX],

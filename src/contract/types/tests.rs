@@ -446,6 +446,29 @@ fn chat_documents_are_objects_of_strings() {
 }
 
 #[test]
+fn every_tagged_name_fits_inline() {
+    // A longer `type` word or field name could never match what the walk keeps.
+    let tags = |ty: &Ty| match *ty {
+        Ty::TaggedList(tags) | Ty::Tagged(tags) | Ty::ContentList(tags) | Ty::Content(tags) => tags,
+        _ => &[],
+    };
+    for model in models() {
+        for f in model.fields {
+            for tag in f.tys.iter().flat_map(tags) {
+                let names = tag.words.iter().chain(tag.fields.iter().map(|f| &f.0));
+                for name in names {
+                    assert!(
+                        name.len() <= crate::inspect::Name::MAX,
+                        "{}: {name}",
+                        model.name
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn every_shaped_type_is_read_for_its_names() {
     // The inspector reads insides for these names only; a type of another name would be
     // judged on nothing and take everything.
