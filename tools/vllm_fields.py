@@ -289,9 +289,10 @@ def model_tags(models, filled=None):
         if not all(isinstance(w, str) for w in words):
             return None
         gone = set().union(*((filled or {}).get(w, set()) for w in words))
-        # Each field the kinds of its value decide, or that is required (unless filled in).
+        # Each field the kinds of its value decide, or that is required (unless filled in),
+        # with the words a string must be when it is a `Literal` of strings.
         typed = tuple(
-            (n, kinds_expr(kinds), r and n not in gone)
+            (n, kinds_expr(kinds), r and n not in gone, literal_words(a))
             for n, a, r in typed
             for kinds in [checked(a, accepts(a))]
             if (r and n not in gone) or kinds != set(KINDS)
@@ -300,6 +301,17 @@ def model_tags(models, filled=None):
         if tag not in out:
             out.append(tag)
     return out
+
+
+def literal_words(a):
+    """The words of a `Literal` of strings (or of an optional one), else ()."""
+    args = typing.get_args(a) if typing.get_origin(a) in (typing.Union, types.UnionType) else (a,)
+    non = [x for x in args if x is not type(None)]
+    if len(non) == 1 and typing.get_origin(non[0]) is typing.Literal:
+        words = typing.get_args(non[0])
+        if all(isinstance(w, str) for w in words):
+            return tuple(words)
+    return ()
 
 
 def content_tags(x):
@@ -320,7 +332,9 @@ def tags_expr(variant, tags):
     strs = lambda xs: "&[" + ", ".join(f'"{x}"' for x in xs) + "]"
     return variant + "(&[" + ", ".join(
         f"Tag {{ words: {strs(w)}, omitted: {str(o).lower()}, null: {str(n).lower()}, fields: &["
-        + ", ".join(f'("{name}", {kinds}, {str(req).lower()})' for name, kinds, req in r) + "] }"
+        + ", ".join(
+            f'("{name}", {kinds}, {str(req).lower()}, {strs(words)})' for name, kinds, req, words in r
+        ) + "] }"
         for w, o, n, r in tags
     ) + "])"
 

@@ -428,12 +428,37 @@ fn unsupported_input_item(f: &Findings) -> bool {
                 .get(b"encrypted_content")
                 .is_some_and(|k| !matches!(k.kind, Kind::Null | Kind::Str { empty: true }));
         }
+        if empty_answer(item) {
+            // `item.content[0]` raises: vLLM answers 500.
+            return true;
+        }
         let call = item.is(b"function_call")
             && [&b"arguments"[..], b"call_id", b"name"]
                 .iter()
                 .all(|key| is(item, key, text));
         !(call || item.is(b"function_call_output") || item.get(b"role").is_some())
     })
+}
+
+/// Whether `input_item_parsing` makes an assistant message of an item whose content is an
+/// empty list (`type` `"message"`, `role` `"assistant"`, and an `id` and `status` that the
+/// model takes, if any), which the renderer then reads the first part of.
+fn empty_answer(item: &Tagged) -> bool {
+    let word = |key: &[u8], words: &[&[u8]]| {
+        item.get(key)
+            .and_then(|k| k.text)
+            .is_some_and(|t| words.iter().any(|w| t.is(w)))
+    };
+    item.is(b"message")
+        && word(b"role", &[b"assistant"])
+        && item
+            .get(b"content")
+            .is_some_and(|k| k.kind == Kind::Array { empty: true })
+        && item
+            .get(b"id")
+            .is_none_or(|k| k.kinds.within(KindSet::STR.or(KindSet::NOT_INT)))
+        && (item.get(b"status").is_none()
+            || word(b"status", &[b"in_progress", b"completed", b"incomplete"]))
 }
 
 /// The completion renderer's checks, in its order, before it reaches the gate.
@@ -858,6 +883,16 @@ mod tests {
             (
                 r#"{"type":"reasoning","summary":[],"encrypted_content":"x","role":"user"}"#,
                 false,
+            ),
+            // An empty assistant answer: vLLM fails on it (500), before the gate.
+            (
+                r#"{"type":"message","role":"assistant","content":[]}"#,
+                false,
+            ),
+            (r#"{"role":"assistant","content":[]}"#, true),
+            (
+                r#"{"type":"message","role":"assistant","content":[],"status":"x"}"#,
+                true,
             ),
         ] {
             let body = kwargs_body(&format!(r#""input":[{item}]"#));

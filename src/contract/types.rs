@@ -73,14 +73,18 @@ pub(super) enum Ty {
 /// One type of a tagged union: the `type` words it takes, whether it also takes an object
 /// without a `type` (`NotRequired`) or with a null one (`Optional`), and its other fields
 /// that are required or of decided kinds: each with the kinds it may have (as
-/// [`Ty::List`]'s elements) and whether it is required.
+/// [`Ty::List`]'s elements), whether it is required, and for a `Literal` of strings its
+/// words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Tag {
     pub(super) words: &'static [&'static str],
     pub(super) omitted: bool,
     pub(super) null: bool,
-    pub(super) fields: &'static [(&'static str, KindSet, bool)],
+    pub(super) fields: &'static [TagField],
 }
+
+/// A field of a [`Tag`]: name, kinds, required, `Literal` words (empty: any string).
+pub(super) type TagField = (&'static str, KindSet, bool, &'static [&'static str]);
 
 impl Ty {
     /// Whether only a list or an object can be of this type (every scalar is refused).
@@ -100,7 +104,8 @@ impl Tag {
 
     /// Whether this type may take the object: its `type` is one of the words (or absent or
     /// null, where the type allows), it has every required field, and each field it has is
-    /// of a kind the field may have (what is inside is not judged).
+    /// of a kind the field may have and, for a `Literal`, a short string one of its words
+    /// (what is inside containers is not judged).
     fn may_take(&self, t: &Tagged) -> bool {
         let typed = match &t.tag {
             TagValue::Absent => self.omitted,
@@ -109,13 +114,17 @@ impl Tag {
             TagValue::Other => false,
         };
         typed
-            && self
-                .fields
-                .iter()
-                .all(|&(name, kinds, required)| match t.get(name.as_bytes()) {
-                    Some(k) => k.kinds.within(kinds),
+            && self.fields.iter().all(|&(name, kinds, required, words)| {
+                match t.get(name.as_bytes()) {
+                    Some(k) => {
+                        k.kinds.within(kinds)
+                            && (words.is_empty()
+                                || k.text
+                                    .is_none_or(|text| words.iter().any(|w| text.is(w.as_bytes()))))
+                    }
                     None => !required,
-                })
+                }
+            })
     }
 }
 

@@ -97,6 +97,8 @@ pub struct Key {
     pub kind: Kind,
     /// The value's kinds, `NOT_INT` included.
     pub kinds: KindSet,
+    /// A string value of up to [`Name::MAX`] bytes, decoded (`None` for other values).
+    pub text: Option<Name>,
 }
 
 /// An object's `type` member, as a union of tagged types reads it.
@@ -129,10 +131,24 @@ impl Tagged {
         } else {
             read(sc)?
         };
+        let token = &sc.text()[start..sc.pos];
+        let text = match kind {
+            // The quotes and at most the name's bytes, written with or without escapes.
+            Kind::Str { .. } if token.len() <= Name::MAX * 6 + 2 => {
+                let raw = &token[1..token.len() - 1];
+                let decoded = match raw.contains(&b'\\') {
+                    true => std::borrow::Cow::Owned(super::scan::unescape(raw)),
+                    false => std::borrow::Cow::Borrowed(raw),
+                };
+                (decoded.len() <= Name::MAX).then(|| Name::new(&decoded))
+            }
+            _ => None,
+        };
         self.keys.push(Key {
             name: Name::new(key),
             kind,
             kinds: sc.kinds(kind, start),
+            text,
         });
         Ok(kind)
     }

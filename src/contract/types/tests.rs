@@ -274,6 +274,10 @@ fn responses_input_items_are_refused_only_when_no_item_type_takes_one() {
         r#"{"role":"user","content":5}"#,
         r#"{"role":"user","content":null}"#,
         r#"{"role":5,"content":"x"}"#,
+        // `Literal` words: no input message is the tool's.
+        r#"{"role":"tool","content":"x"}"#,
+        r#"{"type":"additional_tools","role":"user","tools":[]}"#,
+        r#"{"type":"function_call_output","call_id":"c","output":"x","status":"bogus"}"#,
     ];
     let taken = [
         r#"{"role":"user","content":"x"}"#,
@@ -287,6 +291,10 @@ fn responses_input_items_are_refused_only_when_no_item_type_takes_one() {
         r#"{"type":"reasoning","summary":[]}"#,
         r#"{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}"#,
         r#"{"type":"compaction_trigger"}"#,
+        r#"{"role":"developer","content":"x"}"#,
+        r#"{"role":"\u0075ser","content":"x"}"#,
+        r#"{"type":"additional_tools","role":"developer","tools":[]}"#,
+        r#"{"role":"user","content":"x","type":"message","status":"bogus"}"#,
     ];
     let ok = r#"{"role":"user","content":"x"}"#;
     for (item, expected) in expected(&refused, &taken, "input") {
@@ -455,7 +463,9 @@ fn every_tagged_name_fits_inline() {
     for model in models() {
         for f in model.fields {
             for tag in f.tys.iter().flat_map(tags) {
+                let words = tag.fields.iter().flat_map(|f| f.3.iter());
                 let names = tag.words.iter().chain(tag.fields.iter().map(|f| &f.0));
+                let names = names.chain(words);
                 for name in names {
                     assert!(
                         name.len() <= crate::inspect::Name::MAX,
