@@ -417,11 +417,11 @@ fn unsupported_input_item(f: &Findings) -> bool {
     let Some(input) = f.member("input") else {
         return false;
     };
-    let is = |item: &Tagged, key: &[u8], kinds: KindSet| {
+    let is = |item: Tagged<'_>, key: &[u8], kinds: KindSet| {
         item.get(key).is_some_and(|k| k.kinds.within(kinds))
     };
     let text = KindSet::STR.or(KindSet::NOT_INT);
-    input.tagged.iter().any(|item| {
+    input.tagged().any(|item| {
         if item.is(b"reasoning") && is(item, b"summary", KindSet::ARRAY) {
             // `if item.encrypted_content:` refuses a non-empty one.
             return item
@@ -443,7 +443,7 @@ fn unsupported_input_item(f: &Findings) -> bool {
 /// Whether `input_item_parsing` makes an assistant message of an item whose content is an
 /// empty list (`type` `"message"`, `role` `"assistant"`, and an `id` and `status` that the
 /// model takes, if any), which the renderer then reads the first part of.
-fn empty_answer(item: &Tagged) -> bool {
+fn empty_answer(item: Tagged<'_>) -> bool {
     let word = |key: &[u8], words: &[&[u8]]| {
         item.get(key)
             .and_then(|k| k.text)

@@ -98,7 +98,7 @@ impl Ty {
 
 impl Tag {
     /// Whether no type of the union may take the object.
-    fn none_takes(tags: &[Tag], t: &Tagged) -> bool {
+    fn none_takes(tags: &[Tag], t: Tagged<'_>) -> bool {
         !tags.iter().any(|tag| tag.may_take(t))
     }
 
@@ -106,8 +106,8 @@ impl Tag {
     /// null, where the type allows), it has every required field, and each field it has is
     /// of a kind the field may have and, for a `Literal`, a short string one of its words
     /// (what is inside containers is not judged).
-    fn may_take(&self, t: &Tagged) -> bool {
-        let typed = match &t.tag {
+    fn may_take(&self, t: Tagged<'_>) -> bool {
+        let typed = match t.tag {
             TagValue::Absent => self.omitted,
             TagValue::Null => self.null,
             TagValue::Word(tag) => self.words.iter().any(|w| tag.is(w.as_bytes())),
@@ -345,12 +345,12 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             }
             Ty::Nested(outer, inner) => !m.elements.within(outer) || !m.nested.within(inner),
             Ty::ChatBatches => !m.elements.within(KindSet::ARRAY) || m.misshapen || m.len == 0,
-            Ty::TaggedList(tags) => objects() || m.tagged.iter().any(|t| Tag::none_takes(tags, t)),
+            Ty::TaggedList(tags) => objects() || m.tagged().any(|t| Tag::none_takes(tags, t)),
             Ty::ContentList(tags) => {
                 !m.elements
                     .within(KindSet::STR.or(KindSet::NOT_INT).or(KindSet::OBJECT))
                     || m.misshapen
-                    || m.tagged.iter().any(|t| Tag::none_takes(tags, t))
+                    || m.tagged().any(|t| Tag::none_takes(tags, t))
             }
             _ => true,
         },
@@ -360,8 +360,8 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
                 .field
                 .is_some_and(|g| findings.field(g).non_object_member.is_some()),
             Ty::EmptyDict => !empty,
-            Ty::Tagged(tags) => m.tagged.first().is_some_and(|t| Tag::none_takes(tags, t)),
-            Ty::Content(tags) => m.misshapen || m.tagged.iter().any(|t| Tag::none_takes(tags, t)),
+            Ty::Tagged(tags) => m.tagged().next().is_some_and(|t| Tag::none_takes(tags, t)),
+            Ty::Content(tags) => m.misshapen || m.tagged().any(|t| Tag::none_takes(tags, t)),
             _ => true,
         },
         _ if ty.container() => true,

@@ -18,7 +18,7 @@ use std::ops::Range;
 pub use decode::Encoding;
 pub use scan::{Kind, KindSet};
 use scan::{Scanner, StrSpan, SyntaxError};
-pub use shapes::{ChatForm, Key, Name, TagValue, Tagged, CONTENTS};
+pub use shapes::{ChatForm, Key, Name, Object, TagValue, Tagged, CONTENTS};
 pub use values::KwargValue;
 
 /// Python's default recursion limit (1000) less the frames vLLM's request path already uses:
@@ -348,11 +348,10 @@ pub struct Member {
     /// holds one; `tools`: an element that is no chat tool; a score input
     /// ([`CONTENTS`]): an object without a `content` list of objects.
     pub misshapen: bool,
-    /// Each object of the member read as a union of tagged types reads it: the elements of
-    /// a `tools` list or an `input` list that opens with an object (the Responses API's
-    /// tools and input items), an object `tool_choice`, and the content parts of a score
-    /// input.
-    pub tagged: Vec<Tagged>,
+    /// The objects of the member read as tagged types ([`Member::tagged`]).
+    objects: Vec<Object>,
+    /// Their keys, one object's after another's.
+    keys: Vec<Key>,
     /// The kinds of the values inside the member's containers: its lists' elements (a list
     /// under `messages`, `input` and `prompt`), or its objects' member values (an object or
     /// a list of them under the score input names, [`CONTENTS`]); `NONE` for any other.
@@ -368,6 +367,14 @@ pub struct Member {
 }
 
 impl Member {
+    /// Each object of the member read as a union of tagged types reads it: the elements of
+    /// a `tools` list or an `input` list that opens with an object (the Responses API's
+    /// tools and input items), an object `tool_choice`, and the content parts of a score
+    /// input.
+    pub fn tagged(&self) -> impl Iterator<Item = Tagged<'_>> {
+        self.objects.iter().map(|o| o.view(&self.keys))
+    }
+
     /// What pydantic's lax mode makes of the value as `bool`, `int` and `float` (nothing
     /// for values that are neither strings nor numbers).
     pub fn coerce(&self) -> coerce::Coerce {
@@ -568,7 +575,8 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             elements,
             len,
             misshapen: shape.misshapen,
-            tagged: shape.tagged,
+            objects: shape.objects,
+            keys: shape.keys,
             strings: shape.strings,
             nested: shape.nested,
             chat_form: shape.chat_form,
@@ -696,10 +704,10 @@ fn fact_value(
         }
         b"tool_choice" if sc.peek() == Some(b'{') => {
             // `tool_choice.get("type") == "function"` (the last `type`).
-            let (kind, seen) = Tagged::object(sc, 2)?;
-            facts.named_tool_choice = seen.is(b"function");
+            let (kind, object) = shapes::Reader::new(&mut shape.keys).object(sc, 2)?;
+            facts.named_tool_choice = object.view(&shape.keys).is(b"function");
             facts.tool_choice = StrField::Other(kind);
-            shape.tagged.push(seen);
+            shape.objects.push(object);
             kind
         }
         b"tool_choice" => {

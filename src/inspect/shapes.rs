@@ -7,6 +7,8 @@
 //! may still be refused by vLLM, never the other way round. The last duplicate key counts,
 //! keys compared after unescaping, as in Python's dict.
 
+use std::ops::Range;
+
 use super::scan::{Kind, KindSet, Scanner, SyntaxError};
 use super::{coerce, key_bytes};
 
@@ -15,8 +17,10 @@ use super::{coerce, key_bytes};
 pub(super) struct Shape {
     /// See [`super::Member::misshapen`].
     pub misshapen: bool,
-    /// See [`super::Member::tagged`].
-    pub tagged: Vec<Tagged>,
+    /// The objects read as tagged types ([`super::Member::tagged`]), their keys in `keys`.
+    pub objects: Vec<Object>,
+    /// The keys of all `objects`, one after another.
+    pub keys: Vec<Key>,
     /// See [`super::Member::strings`].
     pub strings: Vec<Vec<u8>>,
     /// See [`super::Member::nested`].
@@ -38,18 +42,36 @@ pub enum ChatForm {
     Conversations,
 }
 
+/// An object read as a tagged type: its `type` (the last), and where its keys are in its
+/// member's list of keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object {
+    tag: TagValue,
+    keys: Range<usize>,
+}
+
+impl Object {
+    /// The object as a union of tagged types reads it, its keys in `keys`.
+    pub fn view<'a>(&'a self, keys: &'a [Key]) -> Tagged<'a> {
+        Tagged {
+            tag: &self.tag,
+            keys: &keys[self.keys.clone()],
+        }
+    }
+}
+
 /// An object as a union of types told apart by their `type` reads it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tagged {
+#[derive(Debug, Clone, Copy)]
+pub struct Tagged<'a> {
     /// Its `type` (the last).
-    pub tag: TagValue,
+    pub tag: &'a TagValue,
     /// Its members in order (duplicates included).
-    pub keys: Vec<Key>,
+    pub keys: &'a [Key],
 }
 
 /// A short name (a key or a `type` word), decoded, kept inline: the names that the tagged
-/// types look for are short (a test checks that they fit), and an object's walk allocates
-/// only its list of keys.
+/// types look for are short (a test checks that they fit), and a walk allocates nothing
+/// per key or object: the keys go into one list per member.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Name {
     bytes: [u8; Name::MAX],
@@ -115,7 +137,35 @@ pub enum TagValue {
     Other,
 }
 
-impl Tagged {
+impl Tagged<'_> {
+    /// Whether its `type` is this word.
+    pub fn is(&self, word: &[u8]) -> bool {
+        matches!(self.tag, TagValue::Word(w) if w.is(word))
+    }
+
+    /// The last member of this key, if it has one.
+    pub fn get(&self, key: &[u8]) -> Option<&Key> {
+        self.keys.iter().rev().find(|k| k.name.is(key))
+    }
+}
+
+/// Reads one object as a tagged type, member by member, its keys into a shared list.
+pub(super) struct Reader<'k> {
+    tag: TagValue,
+    start: usize,
+    keys: &'k mut Vec<Key>,
+}
+
+impl<'k> Reader<'k> {
+    pub(super) fn new(keys: &'k mut Vec<Key>) -> Self {
+        let start = keys.len();
+        Reader {
+            tag: TagValue::Absent,
+            start,
+            keys,
+        }
+    }
+
     /// Reads a member's value at the cursor (with `read`, unless it is the `type`) and notes
     /// its key and kinds.
     fn member(
@@ -171,28 +221,26 @@ impl Tagged {
         Ok(kind)
     }
 
-    /// Whether its `type` is this word.
-    pub fn is(&self, word: &[u8]) -> bool {
-        matches!(&self.tag, TagValue::Word(w) if w.is(word))
+    /// The object read.
+    pub(super) fn finish(self) -> Object {
+        Object {
+            tag: self.tag,
+            keys: self.start..self.keys.len(),
+        }
     }
 
-    /// The last member of this key, if it has one.
-    pub fn get(&self, key: &[u8]) -> Option<&Key> {
-        self.keys.iter().rev().find(|k| k.name.is(key))
-    }
-
-    /// Scans an object at the cursor (its members at `depth`) into a `Tagged`.
+    /// Scans an object at the cursor (its members at `depth`) whole.
     pub(super) fn object(
+        mut self,
         sc: &mut Scanner<'_>,
         depth: usize,
-    ) -> Result<(Kind, Tagged), SyntaxError> {
-        let mut seen = Tagged::default();
+    ) -> Result<(Kind, Object), SyntaxError> {
         let empty = sc.members(depth, |sc, key| {
             let key = key_bytes(sc.text(), key);
-            seen.member(sc, &key, depth + 1, |sc| sc.value(depth + 1))?;
+            self.member(sc, &key, depth + 1, |sc| sc.value(depth + 1))?;
             Ok(())
         })?;
-        Ok((Kind::Object { empty }, seen))
+        Ok((Kind::Object { empty }, self.finish()))
     }
 }
 
@@ -214,11 +262,12 @@ pub(super) fn walk(
                     return sc.value(3);
                 }
                 let (kind, fits) = match name {
-                    b"tools" => chat_tool(sc, &mut shape.tagged)?,
+                    b"tools" => chat_tool(sc, shape)?,
                     _ if input => {
-                        let mut seen = Tagged::default();
+                        let mut seen = Reader::new(&mut shape.keys);
                         let read = chat_message(sc, 3, Some(&mut seen), &mut roles)?;
-                        shape.tagged.push(seen);
+                        let object = seen.finish();
+                        shape.objects.push(object);
                         read
                     }
                     _ => chat_message(sc, 3, None, &mut roles)?,
@@ -278,7 +327,7 @@ pub(super) fn starts_with(sc: &Scanner<'_>, open: u8) -> bool {
 fn chat_message(
     sc: &mut Scanner<'_>,
     depth: usize,
-    mut seen: Option<&mut Tagged>,
+    mut seen: Option<&mut Reader<'_>>,
     roles: &mut bool,
 ) -> Result<(Kind, bool), SyntaxError> {
     let (mut role, mut name, mut content) = (false, true, None);
@@ -417,35 +466,40 @@ fn score_inputs(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<Kind, SyntaxE
 
 /// Scans one score input object (its members at `depth`), as [`score_inputs`].
 fn score_input(sc: &mut Scanner<'_>, depth: usize, shape: &mut Shape) -> Result<Kind, SyntaxError> {
-    // The parts of the last `content`, or `None` when that is no list of objects.
-    let mut parts: Option<Vec<Tagged>> = None;
+    // The parts of the last `content` go after these; `false` when that is no list of
+    // objects.
+    let (objects, keys) = (shape.objects.len(), shape.keys.len());
+    let mut parts = false;
     let empty = sc.members(depth, |sc, key| {
         let (start, content) = (sc.pos, &key_bytes(sc.text(), key)[..] == b"content");
+        if content {
+            // A later `content` replaces the parts of an earlier one.
+            shape.objects.truncate(objects);
+            shape.keys.truncate(keys);
+        }
         if !content || sc.peek() != Some(b'[') {
             let kind = sc.value(depth + 1)?;
             shape.nested = shape.nested.or(sc.kinds(kind, start));
-            if content {
-                parts = None;
-            }
+            parts &= !content;
             return Ok(());
         }
         shape.nested = shape.nested.or(KindSet::ARRAY);
-        let (mut list, mut objects) = (Vec::new(), true);
+        parts = true;
         sc.elements(depth + 1, |sc| {
             if sc.peek() != Some(b'{') {
-                objects = false;
+                parts = false;
                 return sc.value(depth + 2);
             }
-            let (kind, part) = Tagged::object(sc, depth + 2)?;
-            list.push(part);
+            let (kind, part) = Reader::new(&mut shape.keys).object(sc, depth + 2)?;
+            shape.objects.push(part);
             Ok(kind)
         })?;
-        parts = objects.then_some(list);
         Ok(())
     })?;
-    match parts {
-        Some(parts) => shape.tagged.extend(parts),
-        None => shape.misshapen = true,
+    if !parts {
+        shape.objects.truncate(objects);
+        shape.keys.truncate(keys);
+        shape.misshapen = true;
     }
     Ok(Kind::Object { empty })
 }
@@ -454,10 +508,10 @@ fn score_input(sc: &mut Scanner<'_>, depth: usize, shape: &mut Shape) -> Result<
 /// accept it (`false` only when it cannot): a `type` that is `"function"`, a `function`
 /// object with a string `name`, `description` a string or null, `parameters` an object or
 /// null, and `strict` and `defer_loading` booleans (as pydantic's lax mode reads them) or
-/// null. The element is also added to `tagged`, for the Responses API's tool types.
-fn chat_tool(sc: &mut Scanner<'_>, tagged: &mut Vec<Tagged>) -> Result<(Kind, bool), SyntaxError> {
+/// null. The element is also read as a tagged object, for the Responses API's tool types.
+fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), SyntaxError> {
     let (mut function, mut defer) = (false, true);
-    let mut seen = Tagged::default();
+    let mut seen = Reader::new(&mut shape.keys);
     let empty = sc.members(3, |sc, key| {
         let key = key_bytes(sc.text(), key);
         let start = sc.pos;
@@ -478,9 +532,14 @@ fn chat_tool(sc: &mut Scanner<'_>, tagged: &mut Vec<Tagged>) -> Result<(Kind, bo
         Ok(())
     })?;
     // `type` defaults to "function", the only word it takes.
-    let typed = matches!(seen.tag, TagValue::Absent) || seen.is(b"function");
+    let typed = match &seen.tag {
+        TagValue::Absent => true,
+        TagValue::Word(w) => w.is(b"function"),
+        _ => false,
+    };
     let fits = typed && function && defer;
-    tagged.push(seen);
+    let object = seen.finish();
+    shape.objects.push(object);
     Ok((Kind::Object { empty }, fits))
 }
 
