@@ -1,0 +1,700 @@
+use super::*;
+use crate::inspect::{inspect, DEFAULT_MAX_DEPTH};
+
+fn v(route: RouteKind, body: &str, up: &UpstreamFacts) -> Verdict {
+    verdict(
+        route,
+        &inspect(body.as_bytes(), DEFAULT_MAX_DEPTH).unwrap(),
+        up,
+    )
+}
+
+/// FastAPI routes before it reads anything: a route the upstream does not serve is its
+/// 404 whatever the content type or body (seen on a real embedding server's /classify).
+#[test]
+fn a_route_not_served_comes_before_the_content_type_and_the_body() {
+    let up = UpstreamFacts {
+        served_routes: Some(vec![RouteKind::Embeddings]),
+        ..UpstreamFacts::default()
+    };
+    let body = br#"{"mm_processor_kwargs":{"a":1}}"#;
+    for ct in [
+        None,
+        Some(&b"text/plain"[..]),
+        Some(&b"application/json"[..]),
+    ] {
+        let (v, _) = judge(RouteKind::Classify, ct, body, 970, &up);
+        assert_eq!(v, Verdict::Invalid(Invalid::RouteNotServed), "{ct:?}");
+        let (v, _) = judge(RouteKind::Classify, ct, b"{", 970, &up);
+        assert_eq!(v, Verdict::Invalid(Invalid::RouteNotServed), "{ct:?}");
+    }
+    let (v, _) = judge(RouteKind::Embeddings, None, body, 970, &up);
+    assert_eq!(v, Verdict::Invalid(Invalid::ContentType));
+}
+
+#[test]
+fn content_type_is_exactly_application_json() {
+    for ok in [
+        "application/json",
+        "Application/JSON",
+        "application/json; charset=latin-1",
+        "application/json;",
+    ] {
+        assert!(json_content_type(Some(ok.as_bytes())), "{ok}");
+    }
+    for bad in [
+        "text/plain",
+        "application/x-json",
+        "application/vnd.api+json",
+        "application/json ; x",
+        "application/jsonx",
+    ] {
+        assert!(!json_content_type(Some(bad.as_bytes())), "{bad}");
+    }
+    assert!(!json_content_type(None));
+}
+
+#[test]
+fn declared_fields_are_type_checked_undeclared_are_not() {
+    let up = UpstreamFacts::default();
+    let body = r#"{"model":"m","messages":[],"mm_processor_kwargs":"x"}"#;
+    assert!(matches!(
+        v(RouteKind::Chat, body, &up),
+        Verdict::Invalid(Invalid::FieldType { .. })
+    ));
+    let body = r#"{"model":"m","prompt":"p","mm_processor_kwargs":"x"}"#;
+    assert_eq!(
+        v(RouteKind::Completions, body, &up),
+        Verdict::Reject(Field::MmProcessorKwargs)
+    );
+    assert_eq!(
+        v(RouteKind::Tokenize, body, &up),
+        Verdict::Reject(Field::MmProcessorKwargs)
+    );
+    let body = r#"{"input":"x","media_io_kwargs":"x"}"#;
+    assert_eq!(
+        v(RouteKind::Embeddings, body, &up),
+        Verdict::Reject(Field::MediaIoKwargs)
+    );
+}
+
+/// A body of model `m` with `members` and a truthy `mm_processor_kwargs` last.
+fn kwargs_body(members: &str) -> String {
+    format!(r#"{{"model":"m",{members},"mm_processor_kwargs":{{"a":1}}}}"#)
+}
+
+/// [`kwargs_body`] of a chat request (no messages) with `member`.
+fn chat_body(member: &str) -> String {
+    kwargs_body(&format!(r#""messages":[],{member}"#))
+}
+
+/// Scalars are read as pydantic's lax mode reads them (seen on the real server): a
+/// string or number a `bool`/`int`/`float` field cannot take is refused before the gate,
+/// and `use_beam_search: "yes"` is beam search.
+#[test]
+fn declared_scalars_are_coerced_as_pydantic_coerces_them() {
+    let up = UpstreamFacts::default();
+    let with = chat_body;
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    for refused in [
+        r#""use_beam_search":"tru""#,
+        r#""use_beam_search":2"#,
+        r#""use_beam_search":"\ud800""#,
+        r#""max_tokens":5.5"#,
+        r#""max_tokens":"1e3""#,
+        r#""max_tokens":"\ud83d\ude00""#,
+        r#""temperature":"hot""#,
+        r#""temperature":"1\ud800""#,
+    ] {
+        let got = v(RouteKind::Chat, &with(refused), &up);
+        assert!(
+            matches!(got, Verdict::Invalid(Invalid::FieldType { .. })),
+            "{refused}: {got:?}"
+        );
+    }
+    for taken in [
+        r#""use_beam_search":"no""#,
+        r#""use_beam_search":0.0"#,
+        r#""max_tokens":" 1_000 ""#,
+        r#""max_tokens":2.0"#,
+        r#""temperature":"1_0.5e-1""#,
+        r#""temperature":"-Infinity""#,
+        r#""user":"\ud800""#,
+    ] {
+        assert_eq!(v(RouteKind::Chat, &with(taken), &up), gate, "{taken}");
+    }
+    for beam in [r#""use_beam_search":"yes""#, r#""use_beam_search":1"#] {
+        assert_eq!(
+            v(RouteKind::ChatRender, &with(beam), &up),
+            Verdict::Invalid(Invalid::BeamSearchRender),
+            "{beam}"
+        );
+    }
+}
+
+/// A list's elements are read as pydantic reads them (seen on the real server): an
+/// element of a kind the declared element type never takes, a number or string that
+/// a list of `int` cannot take, or more elements than `max_length`, is refused before
+/// the gate. (What an object element
+/// holds is not judged: `messages: [{}]` is taken to reach the gate, which vLLM refuses.)
+#[test]
+fn list_elements_are_read_as_pydantic_reads_them() {
+    let up = UpstreamFacts::default();
+    let message = r#"{"role":"user","content":"x"}"#;
+    let chat = |member: &str| kwargs_body(&format!(r#""messages":[{message}],{member}"#));
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    for (route, body) in [
+        (RouteKind::Chat, kwargs_body(r#""messages":[1]"#)),
+        (
+            RouteKind::Chat,
+            kwargs_body(&format!(r#""messages":[{message},"hi"]"#)),
+        ),
+        (RouteKind::Chat, chat(r#""stop":[1]"#)),
+        (RouteKind::Chat, chat(r#""stop":["a",null]"#)),
+        (RouteKind::Chat, chat(r#""stop_token_ids":["a"]"#)),
+        (RouteKind::Chat, chat(r#""stop_token_ids":[1.5]"#)),
+        (RouteKind::Chat, chat(r#""allowed_token_ids":[1,[2]]"#)),
+        (RouteKind::Chat, chat(r#""stop":["a","b","c","d","e"]"#)),
+        (RouteKind::Chat, chat(r#""tools":[true]"#)),
+        (RouteKind::Chat, chat(r#""documents":["d"]"#)),
+        (
+            RouteKind::ChatBatch,
+            kwargs_body(&format!(r#""messages":[{message}]"#)),
+        ),
+        (
+            RouteKind::Completions,
+            kwargs_body(r#""prompt":"p","bad_words":[NaN]"#),
+        ),
+        (RouteKind::Responses, kwargs_body(r#""input":[1]"#)),
+    ] {
+        let got = v(route, &body, &up);
+        assert!(
+            matches!(got, Verdict::Invalid(Invalid::FieldType { .. })),
+            "{body}: {got:?}"
+        );
+    }
+    for (route, body) in [
+        (RouteKind::Chat, chat(r#""stop":["a","1"]"#)),
+        (RouteKind::Chat, chat(r#""stop":["a","b","c","d"]"#)),
+        (
+            RouteKind::Chat,
+            chat(r#""stop_token_ids":["1",true,2.0," 3 "]"#),
+        ),
+        (RouteKind::Chat, chat(r#""stop_token_ids":[]"#)),
+        (
+            RouteKind::Chat,
+            chat(r#""stop_token_ids":[1.00000000000000001]"#),
+        ),
+        (RouteKind::Chat, chat(r#""documents":[{"title":"t"}]"#)),
+        (
+            RouteKind::ChatBatch,
+            kwargs_body(&format!(r#""messages":[[{message}]]"#)),
+        ),
+        (RouteKind::Completions, kwargs_body(r#""prompt":[[1],[2]]"#)),
+        (
+            RouteKind::Responses,
+            kwargs_body(&format!(r#""input":[{message}]"#)),
+        ),
+        (RouteKind::Embeddings, kwargs_body(r#""input":["a","b"]"#)),
+        (
+            RouteKind::Rerank,
+            kwargs_body(r#""query":"q","documents":["d"]"#),
+        ),
+    ] {
+        assert_eq!(v(route, &body, &up), gate, "{body}");
+    }
+}
+
+/// A field that is a union of list types takes a list only when one of them takes every
+/// element (seen on the real pooling server): `["a",1]` fits neither `list[int]` nor
+/// `list[str]`.
+#[test]
+fn list_unions_take_a_list_when_one_list_type_takes_all_of_it() {
+    let up = UpstreamFacts::default();
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    for (route, members) in [
+        (RouteKind::Pooling, r#""input":[1.5]"#),
+        (RouteKind::Embeddings, r#""input":[null]"#),
+        (RouteKind::Embeddings, r#""input":["a",1]"#),
+        (RouteKind::Score, r#""queries":"a","documents":[null]"#),
+        (RouteKind::Rerank, r#""query":"a","documents":[1]"#),
+    ] {
+        let got = v(route, &kwargs_body(members), &up);
+        assert!(matches!(got, Verdict::Invalid(_)), "{members}: {got:?}");
+    }
+    for (route, members) in [
+        (RouteKind::Embeddings, r#""input":[[1,2]]"#),
+        (RouteKind::Embeddings, r#""input":[1,2]"#),
+        (RouteKind::Embeddings, r#""input":["a","b"]"#),
+        (RouteKind::Score, r#""queries":["a"],"documents":["b"]"#),
+    ] {
+        assert_eq!(v(route, &kwargs_body(members), &up), gate, "{members}");
+    }
+}
+
+/// The request models' own checks of `cache_salt`, `tools`, `tool_choice` and
+/// `background` refuse before the gate (seen on the real render server, without a tool
+/// parser).
+#[test]
+fn salt_tool_and_background_checks_run_before_the_gate() {
+    let up = UpstreamFacts::default();
+    let message = r#"{"role":"user","content":"x"}"#;
+    let chat = |member: &str| kwargs_body(&format!(r#""messages":[{message}],{member}"#));
+    let responses = |member: &str| kwargs_body(&format!(r#""input":"x",{member}"#));
+    let tool = r#"{"type":"function","function":{"name":"f"}}"#;
+    let (long, longer) = (r"\u00e9".repeat(128), "x".repeat(129));
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    for (route, body) in [
+        (RouteKind::ChatRender, chat(r#""cache_salt":"""#)),
+        (RouteKind::ChatRender, chat(r#""cache_salt":"a/b""#)),
+        (RouteKind::ChatRender, chat(r#""cache_salt":"a\u0000""#)),
+        (RouteKind::ChatRender, chat(r#""cache_salt":1"#)),
+        (
+            RouteKind::ChatRender,
+            chat(&format!(r#""cache_salt":"{longer}""#)),
+        ),
+        (RouteKind::ChatRender, chat(r#""cache_salt":"\ud800""#)),
+        (
+            RouteKind::Embeddings,
+            kwargs_body(r#""input":"x","cache_salt":"a@b""#),
+        ),
+        (RouteKind::ChatRender, chat(r#""tools":[]"#)),
+        (RouteKind::ChatRender, chat(r#""tool_choice":"auto""#)),
+        (
+            RouteKind::ChatRender,
+            chat(&format!(r#""tools":[{tool}],"tool_choice":"foo""#)),
+        ),
+        (
+            RouteKind::ChatRender,
+            chat(&format!(r#""tools":[{tool}],"tool_choice":1"#)),
+        ),
+        (RouteKind::ChatRender, chat(&format!(r#""tools":[{tool}]"#))),
+        (
+            RouteKind::ResponsesRender,
+            responses(r#""tool_choice":"required""#),
+        ),
+        (
+            RouteKind::ResponsesRender,
+            responses(r#""tools":[],"tool_choice":{"name":"f","type":"function"}"#),
+        ),
+        (
+            RouteKind::ResponsesRender,
+            kwargs_body(r#""input":{"a":1}"#),
+        ),
+        (
+            RouteKind::ResponsesRender,
+            responses(r#""background":true,"store":false"#),
+        ),
+        (
+            RouteKind::ResponsesRender,
+            responses(r#""background":"x","store":null"#),
+        ),
+    ] {
+        let got = v(route, &body, &up);
+        assert!(matches!(got, Verdict::Invalid(_)), "{body}: {got:?}");
+    }
+    for (route, body) in [
+        (
+            RouteKind::ChatRender,
+            chat(&format!(r#""cache_salt":"{long}""#)),
+        ),
+        (RouteKind::ChatRender, chat(r#""cache_salt":null"#)),
+        (RouteKind::ChatRender, chat(r#""tool_choice":"none""#)),
+        (
+            RouteKind::ChatRender,
+            chat(r#""tool_choice":null,"tools":null"#),
+        ),
+        (
+            RouteKind::ResponsesRender,
+            responses(r#""tool_choice":"auto""#),
+        ),
+        (
+            RouteKind::ResponsesRender,
+            responses(r#""tool_choice":"none""#),
+        ),
+        (
+            RouteKind::ResponsesRender,
+            responses(r#""background":true"#),
+        ),
+        (
+            RouteKind::ResponsesRender,
+            responses(r#""background":false,"store":false"#),
+        ),
+        // `list({})` is `[]`.
+        (RouteKind::ResponsesRender, kwargs_body(r#""input":{}"#)),
+        // The batch route's `tool_choice` stays `"none"`, and no renderer checks it.
+        (
+            RouteKind::ChatBatch,
+            kwargs_body(&format!(r#""messages":[[{message}]],"tools":[{tool}]"#)),
+        ),
+    ] {
+        assert_eq!(v(route, &body, &up), gate, "{body}");
+    }
+}
+
+/// The completion handler's checks before the gate, in its order (seen on the real
+/// render and serve servers).
+#[test]
+fn responses_input_items_the_renderer_cannot_take_are_refused_before_the_gate() {
+    // Each checked against the real server, render and serve routes alike.
+    let up = UpstreamFacts::default();
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    for (item, taken) in [
+        (r#"{"role":"user","content":"x"}"#, true),
+        (r#"{"role":"user","id":"r"}"#, true),
+        (r#"{"type":"compaction_trigger","role":"user"}"#, true),
+        (r#"{"type":"function_call_output","output":"x"}"#, true),
+        (r#"{"type":"reasoning","summary":[]}"#, true),
+        (
+            r#"{"type":"reasoning","summary":[],"encrypted_content":""}"#,
+            true,
+        ),
+        (
+            r#"{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}"#,
+            true,
+        ),
+        (r#"{"id":"r"}"#, false),
+        (r#"{"type":null,"id":"r"}"#, false),
+        (r#"{"type":"item_reference","id":"r"}"#, false),
+        (r#"{"type":"compaction_trigger"}"#, false),
+        (r#"{"type":"configuration_update"}"#, false),
+        (r#"{"type":"reasoning","summary":{}}"#, false),
+        (
+            r#"{"type":"reasoning","summary":[],"encrypted_content":"x"}"#,
+            false,
+        ),
+        (
+            r#"{"type":"reasoning","summary":[],"encrypted_content":"x","role":"user"}"#,
+            false,
+        ),
+        // An empty assistant answer: vLLM fails on it (500), before the gate.
+        (
+            r#"{"type":"message","role":"assistant","content":[]}"#,
+            false,
+        ),
+        (r#"{"role":"assistant","content":[]}"#, true),
+        (
+            r#"{"type":"message","role":"assistant","content":[],"status":"x"}"#,
+            true,
+        ),
+    ] {
+        let body = kwargs_body(&format!(r#""input":[{item}]"#));
+        for route in [RouteKind::Responses, RouteKind::ResponsesRender] {
+            let want = if taken {
+                gate.clone()
+            } else {
+                Verdict::Invalid(Invalid::InputItem)
+            };
+            assert_eq!(v(route, &body, &up), want, "{body}");
+        }
+        // Harmony models render items their own way, and never reach the gate.
+        let harmony = UpstreamFacts {
+            harmony: true,
+            ..UpstreamFacts::default()
+        };
+        assert_eq!(v(RouteKind::Responses, &body, &harmony), Verdict::Accept);
+    }
+}
+
+#[test]
+fn a_stored_background_response_needs_the_store_on_the_generating_route() {
+    // Each checked against the real server (`vllm serve`, no response store).
+    let up = UpstreamFacts::default();
+    let store = UpstreamFacts {
+        responses_store: true,
+        ..UpstreamFacts::default()
+    };
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    for (members, stored) in [
+        (r#""background":true"#, true),
+        (r#""background":true,"store":true"#, true),
+        (r#""background":"yes","store":1"#, true),
+        (r#""background":false"#, false),
+        (r#""background":null"#, false),
+    ] {
+        let body = kwargs_body(&format!(r#""input":"x",{members}"#));
+        let want = if stored {
+            Verdict::Invalid(Invalid::BackgroundStore)
+        } else {
+            gate.clone()
+        };
+        assert_eq!(v(RouteKind::Responses, &body, &up), want, "{members}");
+        assert_eq!(v(RouteKind::Responses, &body, &store), gate, "{members}");
+        assert_eq!(v(RouteKind::ResponsesRender, &body, &up), gate, "{members}");
+    }
+}
+
+#[test]
+fn the_batch_routes_rebuilt_requests_are_checked_as_chat_requests() {
+    // Each checked against the real server: the batch request's fields as validated,
+    // defaults included (`add_generation_prompt` is true), its extra members as sent.
+    let up = UpstreamFacts::default();
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    let check = |parameter| Verdict::Invalid(Invalid::ModelCheck(parameter));
+    for (members, want) in [
+        (
+            r#""continue_final_message":true"#,
+            check("continue_final_message"),
+        ),
+        (
+            r#""continue_final_message":"yes""#,
+            check("continue_final_message"),
+        ),
+        (
+            r#""continue_final_message":1,"add_generation_prompt":"on""#,
+            check("continue_final_message"),
+        ),
+        (
+            r#""continue_final_message":true,"add_generation_prompt":false"#,
+            gate.clone(),
+        ),
+        (
+            r#""continue_final_message":"false","add_generation_prompt":true"#,
+            gate.clone(),
+        ),
+        (r#""top_logprobs":2"#, check("top_logprobs")),
+        (r#""top_logprobs":-1"#, check("top_logprobs")),
+        (r#""top_logprobs":true"#, check("top_logprobs")),
+        (
+            r#""top_logprobs":-2,"logprobs":true"#,
+            check("top_logprobs"),
+        ),
+        (r#""top_logprobs":"2""#, check("top_logprobs")),
+        (r#""top_logprobs":" -1 ""#, check("top_logprobs")),
+        (r#""top_logprobs":"1_0","logprobs":true"#, gate.clone()),
+        (r#""top_logprobs":2,"logprobs":true"#, gate.clone()),
+        (r#""top_logprobs":0"#, gate.clone()),
+        (r#""prompt_logprobs":"1""#, check("prompt_logprobs")),
+        (r#""prompt_logprobs":1"#, gate.clone()),
+        (r#""tools":[]"#, check("tools")),
+        (
+            r#""stream_options":{"include_usage":true}"#,
+            check("stream_options"),
+        ),
+        (r#""stream":true"#, gate.clone()),
+        // check_batch_mode's own: `n` must equal 1 (as Python compares).
+        (r#""n":2"#, check("n")),
+        (r#""n":"1""#, check("n")),
+        (r#""n":1.0"#, gate.clone()),
+        (r#""n":true"#, gate.clone()),
+        (r#""n":null"#, gate.clone()),
+    ] {
+        let messages = r#""messages":[[{"role":"user","content":"x"}]]"#;
+        let body = kwargs_body(&format!("{messages},{members}"));
+        assert_eq!(v(RouteKind::ChatBatch, &body, &up), want, "{members}");
+    }
+}
+
+#[test]
+fn completion_checks_run_before_the_gate() {
+    let mut up = UpstreamFacts::default();
+    let with = kwargs_body;
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    let render = RouteKind::CompletionsRender;
+    for (members, expect) in [
+        (r#""prompt":"p","suffix":"s""#, Invalid::Suffix),
+        (r#""prompt":["a","b"],"suffix":"""#, Invalid::Suffix),
+        (r#""prompt":[1,2],"suffix":"s""#, Invalid::Suffix),
+        (r#""prompt":"p","suffix":"s","echo":"yes""#, Invalid::Suffix),
+        (
+            r#""prompt":"p","suffix":"s","truncate_prompt_tokens":3"#,
+            Invalid::Suffix,
+        ),
+        (
+            r#""prompt":"p","prompt_embeds":"e","echo":1"#,
+            Invalid::PromptEmbeds,
+        ),
+        (
+            r#""prompt":"p","prompt_embeds":"e","prompt_logprobs":1"#,
+            Invalid::PromptEmbeds,
+        ),
+    ] {
+        assert_eq!(
+            v(render, &with(members), &up),
+            Verdict::Invalid(expect),
+            "{members}"
+        );
+    }
+    for members in [
+        r#""prompt":[],"suffix":"s""#,
+        r#""prompt":"p","suffix":null,"echo":true"#,
+        r#""prompt":"p","prompt_embeds":null,"prompt_logprobs":1"#,
+        r#""prompt":[1,"2"]"#,
+        r#""prompt":"p","stream":true,"use_beam_search":true"#,
+    ] {
+        assert_eq!(v(render, &with(members), &up), gate, "{members}");
+    }
+    // Only the serving handler refuses a streamed beam search, before the model check.
+    let beam = with(r#""model":"nope","prompt":"p","stream":"on","use_beam_search":1"#);
+    up.served_models = Some(vec!["m".into()]);
+    assert_eq!(
+        v(RouteKind::Completions, &beam, &up),
+        Verdict::Invalid(Invalid::StreamBeamSearch)
+    );
+    // `bytes` must encode as UTF-8: a lone surrogate cannot.
+    let embeds = with(r#""prompt":"p","prompt_embeds":"\ud800""#);
+    assert!(matches!(
+        v(render, &embeds, &up),
+        Verdict::Invalid(Invalid::FieldType { .. })
+    ));
+    // A list prompt of mixed kinds is a pydantic error.
+    let mixed = with(r#""prompt":["a",1]"#);
+    assert!(matches!(
+        v(render, &mixed, &up),
+        Verdict::Invalid(Invalid::FieldType {
+            field: "prompt",
+            ..
+        })
+    ));
+    // A model that renders fill-in-the-middle takes a suffix with a text prompt.
+    up.fim_suffix = true;
+    assert_eq!(v(render, &with(r#""prompt":"p","suffix":"s""#), &up), gate);
+    let tokens = with(r#""prompt":[1],"suffix":"s""#);
+    assert_eq!(v(render, &tokens, &up), Verdict::Invalid(Invalid::Suffix));
+}
+
+/// `Literal` fields take exactly their words; constrained (`Annotated`) fields are typed
+/// as their inner type, and numbers must lie within their `ge`/`le` bounds.
+#[test]
+fn literal_and_constrained_fields_are_type_checked() {
+    let up = UpstreamFacts::default();
+    let chat = chat_body;
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    for refused in [
+        r#""reasoning_effort":"LOW""#,
+        r#""reasoning_effort":"low ""#,
+        r#""reasoning_effort":1"#,
+        r#""truncation_side":true"#,
+        r#""truncate_prompt_tokens":"many""#,
+        r#""stop":{"a":1}"#,
+        r#""truncate_prompt_tokens":-5"#,
+        r#""seed":99999999999999999999"#,
+        r#""priority":-9223372036854775809"#,
+        r#""routed_experts_prompt_start":-0.5"#,
+    ] {
+        let got = v(RouteKind::Chat, &chat(refused), &up);
+        assert!(
+            matches!(got, Verdict::Invalid(Invalid::FieldType { .. })),
+            "{refused}: {got:?}"
+        );
+    }
+    for taken in [
+        r#""reasoning_effort":"low""#,
+        r#""reasoning_effort":"\u006cow""#,
+        r#""reasoning_effort":null"#,
+        r#""truncate_prompt_tokens":"5""#,
+        r#""stop":["a"]"#,
+        r#""tool_choice":"none""#,
+        r#""truncate_prompt_tokens":-1"#,
+        r#""seed":-9223372036854775808"#,
+        r#""priority":9223372036854775807"#,
+        r#""stream_interval":1.0"#,
+    ] {
+        assert_eq!(v(RouteKind::Chat, &chat(taken), &up), gate, "{taken}");
+    }
+    // The batch route rebuilds each conversation as a chat request (nulls dropped).
+    let batch = |member: &str| {
+        let messages = r#""messages":[[{"role":"user","content":"hi"}]]"#;
+        kwargs_body(&format!("{messages},{member}"))
+    };
+    let got = v(
+        RouteKind::ChatBatch,
+        &batch(r#""truncate_prompt_tokens":-5"#),
+        &up,
+    );
+    assert!(
+        matches!(got, Verdict::Invalid(Invalid::FieldType { .. })),
+        "{got:?}"
+    );
+    let nulled = batch(r#""truncate_prompt_tokens":null"#);
+    assert_eq!(v(RouteKind::ChatBatch, &nulled, &up), gate);
+    let embed =
+        r#"{"model":"m","input":"x","encoding_format":"hex","mm_processor_kwargs":{"a":1}}"#;
+    assert!(matches!(
+        v(RouteKind::Embeddings, embed, &up),
+        Verdict::Invalid(Invalid::FieldType { .. })
+    ));
+}
+
+/// The logprobs before-validators compare the raw numbers (seen on the real server).
+#[test]
+fn logprobs_checks_compare_the_raw_numbers() {
+    let up = UpstreamFacts::default();
+    let chat = chat_body;
+    let cmpl = |member: &str| kwargs_body(&format!(r#""prompt":"p",{member}"#));
+    let check = |parameter| Verdict::Invalid(Invalid::ModelCheck(parameter));
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    for (member, expect) in [
+        (
+            r#""logprobs":true,"top_logprobs":-3"#,
+            check("top_logprobs"),
+        ),
+        (r#""top_logprobs":2"#, check("top_logprobs")),
+        (r#""top_logprobs":true"#, check("top_logprobs")),
+        (r#""top_logprobs":-Infinity"#, check("top_logprobs")),
+        (r#""prompt_logprobs":-2"#, check("prompt_logprobs")),
+        (
+            r#""prompt_logprobs":1,"stream":"x""#,
+            check("prompt_logprobs"),
+        ),
+        (r#""top_logprobs":0"#, gate.clone()),
+        (r#""logprobs":true,"top_logprobs":-1"#, gate.clone()),
+        (r#""prompt_logprobs":0,"stream":true"#, gate.clone()),
+        (r#""prompt_logprobs":-1"#, gate.clone()),
+    ] {
+        assert_eq!(v(RouteKind::Chat, &chat(member), &up), expect, "{member}");
+    }
+    let ids = r#""logprob_token_ids":[1],"logprobs":1,"echo":true"#;
+    for (member, expect) in [
+        (r#""logprobs":-0.5"#.to_string(), check("logprobs")),
+        (
+            format!(r#"{ids},"max_tokens":0.0"#),
+            check("logprob_token_ids"),
+        ),
+        (
+            format!(r#"{ids},"max_tokens":false"#),
+            check("logprob_token_ids"),
+        ),
+        (r#""logprobs":-1"#.to_string(), gate.clone()),
+        (format!(r#"{ids},"max_tokens":1"#), gate.clone()),
+    ] {
+        assert_eq!(
+            v(RouteKind::Completions, &cmpl(&member), &up),
+            expect,
+            "{member}"
+        );
+    }
+}
+
+#[test]
+fn earlier_checks_win_on_generate_routes_not_on_pooling() {
+    let up = UpstreamFacts {
+        served_models: Some(vec!["tiny".into()]),
+        ..Default::default()
+    };
+    let body = r#"{"model":"nope","messages":[],"mm_processor_kwargs":{"a":1}}"#;
+    assert!(matches!(
+        v(RouteKind::Chat, body, &up),
+        Verdict::Invalid(Invalid::UnknownModel(_))
+    ));
+    let body = r#"{"model":"nope","input":"x","mm_processor_kwargs":{"a":1}}"#;
+    assert_eq!(
+        v(RouteKind::Pooling, body, &up),
+        Verdict::Reject(Field::MmProcessorKwargs)
+    );
+    let body =
+        r#"{"model":"tiny","messages":[],"chat_template":"t","mm_processor_kwargs":{"a":1}}"#;
+    assert_eq!(
+        v(RouteKind::Chat, body, &up),
+        Verdict::Invalid(Invalid::ChatTemplate)
+    );
+    let body = r#"{"messages":[],"use_beam_search":true,"mm_processor_kwargs":{"a":1}}"#;
+    assert_eq!(
+        v(RouteKind::ChatRender, body, &up),
+        Verdict::Invalid(Invalid::BeamSearchRender)
+    );
+    assert_eq!(
+        v(RouteKind::Chat, body, &up),
+        Verdict::Reject(Field::MmProcessorKwargs)
+    );
+}
