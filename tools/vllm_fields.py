@@ -484,6 +484,8 @@ CHECKS = {
     "check_batch_mode": "BatchMode",
     "check_cache_salt_support": "CacheSalt",
     "validate_background": "Background",
+    "validate_response_format": "ResponseFormat",
+    "check_structured_outputs_count": "StructuredOutputs",
 }
 CLASS_CHECKS = {
     ("ChatCompletionRequest", "check_logprobs"): "ChatLogprobs",

@@ -12,7 +12,7 @@ use crate::inspect::KindSet;
 pub(super) const CHAT: &[ModelTy] = &[
     ModelTy {
         name: "ChatCompletionRequest",
-        checks: &[Check::CacheSalt, Check::ChatLogprobs, Check::ChatToolUsage, Check::GenerationPrompt, Check::StreamOptions],
+        checks: &[Check::CacheSalt, Check::ChatLogprobs, Check::ChatToolUsage, Check::GenerationPrompt, Check::ResponseFormat, Check::StreamOptions, Check::StructuredOutputs],
         fields: &[
             FieldTy { name: "add_generation_prompt", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "add_special_tokens", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
@@ -133,7 +133,7 @@ pub(super) const CHAT_BATCH: &[ModelTy] = &[
 pub(super) const COMPLETION: &[ModelTy] = &[
     ModelTy {
         name: "CompletionRequest",
-        checks: &[Check::CacheSalt, Check::CompletionLogprobs, Check::PromptOrEmbeds, Check::StreamOptions],
+        checks: &[Check::CacheSalt, Check::CompletionLogprobs, Check::PromptOrEmbeds, Check::ResponseFormat, Check::StreamOptions, Check::StructuredOutputs],
         fields: &[
             FieldTy { name: "add_special_tokens", tys: &[Ty::Bool], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "allowed_token_ids", tys: &[Ty::List(KindSet::BOOL.or(KindSet::NUMBER).or(KindSet::STR), 0, usize::MAX)], nullable: true, required: false, filled_from: "", range: None },

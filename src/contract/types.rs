@@ -207,6 +207,13 @@ pub(super) enum Check {
     /// ResponsesRequest `validate_background`: a truthy `background` with a `store` that is
     /// present and falsy (null included).
     Background,
+    /// `validate_response_format`: a `response_format` of `type` `"json_schema"` without a
+    /// `json_schema`. (Structural tags are not judged.)
+    ResponseFormat,
+    /// `check_structured_outputs_count`: more than one of `structured_outputs`'s `json`,
+    /// `regex` and `choice`, or one with a `tool_choice` that is present and neither
+    /// `"none"`, `"auto"` nor `"required"` (null included).
+    StructuredOutputs,
 }
 
 impl Check {
@@ -291,6 +298,14 @@ impl Check {
                 };
                 let required = facts.tool_choice.is("required");
                 (no_tools && (required || facts.named_tool_choice)).then_some("tool_choice")
+            }
+            Check::ResponseFormat => facts.json_schema_missing.then_some("response_format"),
+            Check::StructuredOutputs => {
+                let n = facts.structured_constraints;
+                let choice = &facts.tool_choice;
+                let taken = ["none", "auto", "required"].iter().any(|w| choice.is(w));
+                let tools = !(matches!(choice, StrField::Absent) || taken);
+                (n > 1 || (n > 0 && tools)).then_some("structured_outputs")
             }
             Check::Background => (truthy(Read::Background)
                 && kind(Read::Store).is_some_and(|k| !k.truthy()))

@@ -152,6 +152,11 @@ pub struct Facts {
     /// `n` is present, not null, and not equal to 1 as Python compares (`true` and `1.0`
     /// are; a string never is).
     pub n_not_one: bool,
+    /// `response_format` is an object whose `type` is `"json_schema"` with no
+    /// `json_schema` (or a null one).
+    pub json_schema_missing: bool,
+    /// How many of `structured_outputs`'s `json`, `regex` and `choice` are set (not null).
+    pub structured_constraints: u8,
 }
 
 /// The shape of a completion request's `prompt` (`str | list[str] | list[int] |
@@ -726,6 +731,17 @@ fn fact_value(
             facts.prompt = form;
             kind
         }
+        // `validate_response_format` and `check_structured_outputs_count` read these.
+        b"response_format" => {
+            let (kind, set) = object_members(sc, &[b"json_schema"])?;
+            facts.json_schema_missing = set.tag_is_json_schema && !set.members[0];
+            kind
+        }
+        b"structured_outputs" => {
+            let (kind, set) = object_members(sc, &[b"json", b"regex", b"choice"])?;
+            facts.structured_constraints = set.members.iter().filter(|&&m| m).count() as u8;
+            kind
+        }
         b"chat_template_kwargs" if sc.peek() == Some(b'{') => {
             let mut template = false;
             let empty = sc.members(2, |sc, key| {
@@ -799,6 +815,36 @@ fn note_read(name: &[u8], kind: Kind, facts: &mut Facts) {
     if let Some(read) = read {
         facts.read.0[read as usize] = Some(kind);
     }
+}
+
+/// Which of some members an object at the cursor sets (not null; the last duplicate
+/// counts), and whether its `type` is `"json_schema"`.
+struct MembersSet {
+    members: Vec<bool>,
+    tag_is_json_schema: bool,
+}
+
+/// Scans a top-level value, noting for an object which of `names` it sets ([`MembersSet`]);
+/// a value of another kind sets none.
+fn object_members(
+    sc: &mut Scanner<'_>,
+    names: &[&[u8]],
+) -> Result<(Kind, MembersSet), SyntaxError> {
+    let mut set = MembersSet {
+        members: vec![false; names.len()],
+        tag_is_json_schema: false,
+    };
+    if sc.peek() != Some(b'{') {
+        return Ok((sc.value(2)?, set));
+    }
+    let mut keys = Vec::new();
+    let (kind, object) = shapes::Reader::new(&mut keys).object(sc, 2)?;
+    let object = object.view(&keys);
+    for (name, on) in names.iter().zip(&mut set.members) {
+        *on = object.get(name).is_some_and(|k| k.kind != Kind::Null);
+    }
+    set.tag_is_json_schema = object.is(b"json_schema");
+    Ok((kind, set))
 }
 
 /// Scans a `prompt` list: which of pydantic's list types its elements fit (and the kinds of

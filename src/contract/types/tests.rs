@@ -454,6 +454,46 @@ fn chat_documents_are_objects_of_strings() {
 }
 
 #[test]
+fn response_format_and_structured_outputs_are_checked_as_sent() {
+    // Each checked against the real server (chat; completions alike).
+    let messages = r#""messages":[{"role":"user","content":"x"}]"#;
+    for (members, want) in [
+        (
+            r#""response_format":{"type":"json_schema"}"#,
+            Some("response_format"),
+        ),
+        (
+            r#""response_format":{"type":"json_schema","json_schema":{"name":"x"},"json_schema":null}"#,
+            Some("response_format"),
+        ),
+        (r#""response_format":{"type":"json_object"}"#, None),
+        (r#""response_format":"json_schema""#, None),
+        (
+            r#""structured_outputs":{"json":{},"regex":"a"}"#,
+            Some("structured_outputs"),
+        ),
+        (r#""structured_outputs":{"json":{},"regex":null}"#, None),
+        (
+            r#""structured_outputs":{"json":{},"regex":"a","json":null}"#,
+            None,
+        ),
+        (
+            r#""structured_outputs":{"choice":["a"]},"tool_choice":null"#,
+            Some("structured_outputs"),
+        ),
+        (
+            r#""structured_outputs":{"choice":["a"]},"tool_choice":"none""#,
+            None,
+        ),
+    ] {
+        let body = format!("{{{messages},{members}}}");
+        assert_eq!(check(fields::CHAT, &body), want, "{members}");
+        let body = format!(r#"{{"prompt":"x",{members}}}"#);
+        assert_eq!(check(fields::COMPLETION, &body), want, "{members}");
+    }
+}
+
+#[test]
 fn every_tagged_name_fits_inline() {
     // A longer `type` word or field name could never match what the walk keeps.
     let tags = |ty: &Ty| match *ty {
