@@ -268,7 +268,8 @@ def model_tags(models, filled=None):
             ann, tag_required = fields["type"]
             typed = [(n, a, r) for n, (a, r) in fields.items() if n != "type"]
         elif isinstance(m, type) and issubclass(m, pydantic.BaseModel):
-            if any(d.info.mode != "after" for d in m.__pydantic_decorators__.model_validators.values()):
+            validators = m.__pydantic_decorators__.model_validators.items()
+            if any(d.info.mode != "after" and n not in PASS_THROUGH for n, d in validators):
                 return None
             t = m.model_fields.get("type")
             if t is None:

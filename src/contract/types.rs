@@ -54,8 +54,9 @@ pub(super) enum Ty {
     /// A list of strings each equal to one of these words (`list[Literal[...]]`), read from
     /// an `include` list's [`crate::inspect::Member::strings`]; judged for no other member.
     WordList(&'static [&'static str]),
-    /// An object one of these types takes (the Responses API's object `tool_choice`), read
-    /// from `tool_choice`'s [`crate::inspect::Member::tagged`]; judged for no other member.
+    /// An object one of these types takes (an object `tool_choice`, a `response_format`),
+    /// read from the member's [`crate::inspect::Member::tagged`]; judged for no other
+    /// member.
     Tagged(&'static [Tag]),
     /// One object of [`Ty::ContentList`] (`ScoreMultiModalParam`).
     Content(&'static [Tag]),

@@ -374,8 +374,8 @@ pub struct Member {
 impl Member {
     /// Each object of the member read as a union of tagged types reads it: the elements of
     /// a `tools` list or an `input` list that opens with an object (the Responses API's
-    /// tools and input items), an object `tool_choice`, and the content parts of a score
-    /// input.
+    /// tools and input items), an object `tool_choice` or `response_format`, and the
+    /// content parts of a score input.
     pub fn tagged(&self) -> impl Iterator<Item = Tagged<'_>> {
         self.objects.iter().map(|o| o.view(&self.keys))
     }
@@ -732,14 +732,24 @@ fn fact_value(
             kind
         }
         // `validate_response_format` and `check_structured_outputs_count` read these.
-        b"response_format" => {
-            let (kind, set) = object_members(sc, &[b"json_schema"])?;
-            facts.json_schema_missing = set.tag_is_json_schema && !set.members[0];
+        b"response_format" if sc.peek() == Some(b'{') => {
+            // Also read as the tagged union of response formats it is.
+            let (kind, object) = shapes::Reader::new(&mut shape.keys).object(sc, 2)?;
+            let format = object.view(&shape.keys);
+            let schema = format
+                .get(b"json_schema")
+                .is_some_and(|k| k.kind != Kind::Null);
+            facts.json_schema_missing = format.is(b"json_schema") && !schema;
+            shape.objects.push(object);
             kind
+        }
+        b"response_format" => {
+            facts.json_schema_missing = false;
+            sc.value(2)?
         }
         b"structured_outputs" => {
             let (kind, set) = object_members(sc, &[b"json", b"regex", b"choice"])?;
-            facts.structured_constraints = set.members.iter().filter(|&&m| m).count() as u8;
+            facts.structured_constraints = set.iter().filter(|&&m| m).count() as u8;
             kind
         }
         b"chat_template_kwargs" if sc.peek() == Some(b'{') => {
@@ -817,33 +827,19 @@ fn note_read(name: &[u8], kind: Kind, facts: &mut Facts) {
     }
 }
 
-/// Which of some members an object at the cursor sets (not null; the last duplicate
-/// counts), and whether its `type` is `"json_schema"`.
-struct MembersSet {
-    members: Vec<bool>,
-    tag_is_json_schema: bool,
-}
-
-/// Scans a top-level value, noting for an object which of `names` it sets ([`MembersSet`]);
-/// a value of another kind sets none.
-fn object_members(
-    sc: &mut Scanner<'_>,
-    names: &[&[u8]],
-) -> Result<(Kind, MembersSet), SyntaxError> {
-    let mut set = MembersSet {
-        members: vec![false; names.len()],
-        tag_is_json_schema: false,
-    };
+/// Scans a top-level value: for an object, which of `names` it sets (not null; the last
+/// duplicate counts); a value of another kind sets none.
+fn object_members(sc: &mut Scanner<'_>, names: &[&[u8]]) -> Result<(Kind, Vec<bool>), SyntaxError> {
     if sc.peek() != Some(b'{') {
-        return Ok((sc.value(2)?, set));
+        return Ok((sc.value(2)?, vec![false; names.len()]));
     }
     let mut keys = Vec::new();
     let (kind, object) = shapes::Reader::new(&mut keys).object(sc, 2)?;
     let object = object.view(&keys);
-    for (name, on) in names.iter().zip(&mut set.members) {
-        *on = object.get(name).is_some_and(|k| k.kind != Kind::Null);
-    }
-    set.tag_is_json_schema = object.is(b"json_schema");
+    let set = names
+        .iter()
+        .map(|name| object.get(name).is_some_and(|k| k.kind != Kind::Null))
+        .collect();
     Ok((kind, set))
 }
 

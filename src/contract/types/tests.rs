@@ -494,6 +494,24 @@ fn response_format_and_structured_outputs_are_checked_as_sent() {
 }
 
 #[test]
+fn a_response_format_is_one_of_its_tagged_types() {
+    // Each checked against the real server.
+    let messages = r#""messages":[{"role":"user","content":"x"}]"#;
+    for (format, refused) in [
+        (r#"{"type":"bogus"}"#, true),
+        ("{}", true),
+        (r#"{"type":"json_schema","json_schema":5}"#, true),
+        (r#"{"type":"structural_tag"}"#, true),
+        (r#"{"type":"text"}"#, false),
+        (r#"{"type":"json_object","json_schema":null}"#, false),
+        ("null", false),
+    ] {
+        let body = format!(r#"{{{messages},"response_format":{format}}}"#);
+        assert_eq!(error(fields::CHAT, &body).is_some(), refused, "{body}");
+    }
+}
+
+#[test]
 fn every_tagged_name_fits_inline() {
     // A longer `type` word or field name could never match what the walk keeps.
     let tags = |ty: &Ty| match *ty {
@@ -537,7 +555,7 @@ fn every_shaped_type_is_read_for_its_names() {
                     Ty::ChatMessages => matches!(f.name, "messages" | "input"),
                     Ty::ChatTools => f.name == "tools",
                     Ty::TaggedList(_) => matches!(f.name, "tools" | "input"),
-                    Ty::Tagged(_) => f.name == "tool_choice",
+                    Ty::Tagged(_) => matches!(f.name, "tool_choice" | "response_format"),
                     Ty::WordList(_) => f.name == "include",
                     _ => true,
                 };
