@@ -73,11 +73,7 @@ impl Scalar {
         let Scalar::Short(Kind::Str { .. }, len, ref bytes) = *self else {
             return None;
         };
-        let raw = &bytes[1..usize::from(len) - 1];
-        Some(match raw.contains(&b'\\') {
-            true => std::borrow::Cow::Owned(scan::unescape(raw)),
-            false => std::borrow::Cow::Borrowed(raw),
-        })
+        Some(scan::decoded(&bytes[1..usize::from(len) - 1]))
     }
 
     /// For a kept string that pydantic's lax `int` takes: its value's sign as -1, below,
@@ -170,10 +166,7 @@ pub fn string_int(token: &[u8]) -> bool {
     if raw.first().is_none_or(settled) {
         return false;
     }
-    if raw.contains(&b'\\') {
-        return int_string(&scan::unescape(raw));
-    }
-    int_string(raw)
+    int_string(&scan::decoded(raw))
 }
 
 /// `text(s).int`.
@@ -199,10 +192,7 @@ fn string(raw: &[u8]) -> Coerce {
             float: true,
         };
     }
-    if raw.contains(&b'\\') {
-        return text(&scan::unescape(raw));
-    }
-    text(raw)
+    text(&scan::decoded(raw))
 }
 
 /// A string's decoded (WTF-8) text.

@@ -657,6 +657,16 @@ fn float_is_zero(text: &[u8]) -> bool {
         .is_some_and(|v| v == 0.0)
 }
 
+/// A JSON string's contents (already validated) as WTF-8 bytes: unescaped when they hold
+/// an escape, else as they are.
+pub fn decoded(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if raw.contains(&b'\\') {
+        std::borrow::Cow::Owned(unescape(raw))
+    } else {
+        std::borrow::Cow::Borrowed(raw)
+    }
+}
+
 /// Decodes a JSON string's contents (already validated) into WTF-8 bytes.
 pub fn unescape(raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(raw.len());

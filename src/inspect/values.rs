@@ -91,11 +91,7 @@ fn number(raw: &[u8]) -> f64 {
 
 fn text(raw: &[u8]) -> String {
     let cut = &raw[..raw.len().min(MAX_VALUE_TEXT * 6)];
-    let s = if cut.contains(&b'\\') {
-        super::lossy(&scan::unescape(cut))
-    } else {
-        super::lossy(cut)
-    };
+    let s = super::lossy(&scan::decoded(cut));
     if s.len() <= MAX_VALUE_TEXT {
         return s;
     }
