@@ -422,35 +422,35 @@ fn unsupported_input_item(f: &Findings) -> bool {
     };
     let text = KindSet::STR.or(KindSet::NOT_INT);
     input.tagged().any(|item| {
-        if item.is(b"reasoning") && is(item, b"summary", KindSet::ARRAY) {
+        let tag = item.tag();
+        if tag.is(b"reasoning") && is(item, b"summary", KindSet::ARRAY) {
             // `if item.encrypted_content:` refuses a non-empty one.
             return item
                 .get(b"encrypted_content")
                 .is_some_and(|k| !matches!(k.kind, Kind::Null | Kind::Str { empty: true }));
         }
-        if empty_answer(item) {
+        if tag.is(b"message") && empty_answer(item) {
             // `item.content[0]` raises: vLLM answers 500.
             return true;
         }
-        let call = item.is(b"function_call")
+        let call = tag.is(b"function_call")
             && [&b"arguments"[..], b"call_id", b"name"]
                 .iter()
                 .all(|key| is(item, key, text));
-        !(call || item.is(b"function_call_output") || item.get(b"role").is_some())
+        !(call || tag.is(b"function_call_output") || item.get(b"role").is_some())
     })
 }
 
-/// Whether `input_item_parsing` makes an assistant message of an item whose content is an
-/// empty list (`type` `"message"`, `role` `"assistant"`, and an `id` and `status` that the
-/// model takes, if any), which the renderer then reads the first part of.
+/// Whether `input_item_parsing` makes an assistant message of a `"message"` item whose
+/// content is an empty list (`role` `"assistant"`, and an `id` and `status` that the model
+/// takes, if any), which the renderer then reads the first part of.
 fn empty_answer(item: Tagged<'_>) -> bool {
     let word = |key: &[u8], words: &[&[u8]]| {
         item.get(key)
             .and_then(|k| k.text)
             .is_some_and(|t| words.iter().any(|w| t.is(w)))
     };
-    item.is(b"message")
-        && word(b"role", &[b"assistant"])
+    word(b"role", &[b"assistant"])
         && item
             .get(b"content")
             .is_some_and(|k| k.kind == Kind::Array { empty: true })

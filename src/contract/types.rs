@@ -100,15 +100,16 @@ impl Ty {
 impl Tag {
     /// Whether no type of the union may take the object.
     fn none_takes(tags: &[Tag], t: Tagged<'_>) -> bool {
-        !tags.iter().any(|tag| tag.may_take(t))
+        let tag = t.tag();
+        !tags.iter().any(|type_| type_.may_take(t, tag))
     }
 
-    /// Whether this type may take the object: its `type` is one of the words (or absent or
-    /// null, where the type allows), it has every required field, and each field it has is
-    /// of a kind the field may have and, for a `Literal`, a short string one of its words
-    /// (what is inside containers is not judged).
-    fn may_take(&self, t: Tagged<'_>) -> bool {
-        let typed = match t.tag {
+    /// Whether this type may take the object, whose `type` is `tag`: that is one of the
+    /// words (or absent or null, where the type allows), it has every required field, and
+    /// each field it has is of a kind the field may have and, for a `Literal`, a short
+    /// string one of its words (what is inside containers is not judged).
+    fn may_take(&self, t: Tagged<'_>, tag: TagValue) -> bool {
+        let typed = match tag {
             TagValue::Absent => self.omitted,
             TagValue::Null => self.null,
             TagValue::Word(tag) => self.words.iter().any(|w| tag.is(w.as_bytes())),

@@ -42,11 +42,9 @@ pub enum ChatForm {
     Conversations,
 }
 
-/// An object read as a tagged type: its `type` (the last), and where its keys are in its
-/// member's list of keys.
+/// An object read as a tagged type: where its keys are in its member's list of keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
-    tag: TagValue,
     keys: Range<usize>,
 }
 
@@ -54,7 +52,6 @@ impl Object {
     /// The object as a union of tagged types reads it, its keys in `keys`.
     pub fn view<'a>(&'a self, keys: &'a [Key]) -> Tagged<'a> {
         Tagged {
-            tag: &self.tag,
             keys: &keys[self.keys.clone()],
         }
     }
@@ -63,8 +60,6 @@ impl Object {
 /// An object as a union of types told apart by their `type` reads it.
 #[derive(Debug, Clone, Copy)]
 pub struct Tagged<'a> {
-    /// Its `type` (the last).
-    pub tag: &'a TagValue,
     /// Its members in order (duplicates included).
     pub keys: &'a [Key],
 }
@@ -124,23 +119,38 @@ pub struct Key {
 }
 
 /// An object's `type` member, as a union of tagged types reads it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TagValue {
     /// There is none.
-    #[default]
     Absent,
     /// `null`.
     Null,
-    /// A string, decoded.
+    /// A string of up to [`Name::MAX`] bytes, decoded.
     Word(Name),
-    /// Another value.
+    /// Another value, or a longer string (no type's word).
     Other,
 }
 
+impl TagValue {
+    /// Whether it is this word.
+    pub fn is(&self, word: &[u8]) -> bool {
+        matches!(self, TagValue::Word(w) if w.is(word))
+    }
+}
+
 impl Tagged<'_> {
+    /// Its `type` (the last).
+    pub fn tag(&self) -> TagValue {
+        match self.get(b"type") {
+            None => TagValue::Absent,
+            Some(k) if k.kind == Kind::Null => TagValue::Null,
+            Some(k) => k.text.map_or(TagValue::Other, TagValue::Word),
+        }
+    }
+
     /// Whether its `type` is this word.
     pub fn is(&self, word: &[u8]) -> bool {
-        matches!(self.tag, TagValue::Word(w) if w.is(word))
+        self.tag().is(word)
     }
 
     /// The last member of this key, if it has one.
@@ -151,7 +161,6 @@ impl Tagged<'_> {
 
 /// Reads one object as a tagged type, member by member, its keys into a shared list.
 pub(super) struct Reader<'k> {
-    tag: TagValue,
     start: usize,
     keys: &'k mut Vec<Key>,
 }
@@ -159,37 +168,24 @@ pub(super) struct Reader<'k> {
 impl<'k> Reader<'k> {
     pub(super) fn new(keys: &'k mut Vec<Key>) -> Self {
         let start = keys.len();
-        Reader {
-            tag: TagValue::Absent,
-            start,
-            keys,
-        }
+        Reader { start, keys }
     }
 
-    /// Reads a member's value at the cursor (with `read`, unless it is the `type`) and notes
-    /// its key and kinds.
+    /// Reads a member's value at the cursor with `read` and notes its key, kinds and short
+    /// string text.
     fn member(
         &mut self,
         sc: &mut Scanner<'_>,
         key: &[u8],
-        depth: usize,
         read: impl FnOnce(&mut Scanner<'_>) -> Result<Kind, SyntaxError>,
     ) -> Result<Kind, SyntaxError> {
         let start = sc.pos;
-        let kind = if key == b"type" {
-            self.read_tag(sc, depth)?
-        } else {
-            read(sc)?
-        };
+        let kind = read(sc)?;
         let token = &sc.text()[start..sc.pos];
         let text = match kind {
             // The quotes and at most the name's bytes, written with or without escapes.
             Kind::Str { .. } if token.len() <= Name::MAX * 6 + 2 => {
-                let raw = &token[1..token.len() - 1];
-                let decoded = match raw.contains(&b'\\') {
-                    true => std::borrow::Cow::Owned(super::scan::unescape(raw)),
-                    false => std::borrow::Cow::Borrowed(raw),
-                };
+                let decoded = super::scan::decoded(&token[1..token.len() - 1]);
                 (decoded.len() <= Name::MAX).then(|| Name::new(&decoded))
             }
             _ => None,
@@ -203,28 +199,9 @@ impl<'k> Reader<'k> {
         Ok(kind)
     }
 
-    /// Reads the `type` at the cursor.
-    fn read_tag(&mut self, sc: &mut Scanner<'_>, depth: usize) -> Result<Kind, SyntaxError> {
-        if sc.peek() == Some(b'"') {
-            let s = sc.string()?;
-            self.tag = TagValue::Word(Name::new(&key_bytes(sc.text(), s)));
-            return Ok(Kind::Str {
-                empty: s.start == s.end,
-            });
-        }
-        let kind = sc.value(depth)?;
-        self.tag = if kind == Kind::Null {
-            TagValue::Null
-        } else {
-            TagValue::Other
-        };
-        Ok(kind)
-    }
-
     /// The object read.
     pub(super) fn finish(self) -> Object {
         Object {
-            tag: self.tag,
             keys: self.start..self.keys.len(),
         }
     }
@@ -237,7 +214,7 @@ impl<'k> Reader<'k> {
     ) -> Result<(Kind, Object), SyntaxError> {
         let empty = sc.members(depth, |sc, key| {
             let key = key_bytes(sc.text(), key);
-            self.member(sc, &key, depth + 1, |sc| sc.value(depth + 1))?;
+            self.member(sc, &key, |sc| sc.value(depth + 1))?;
             Ok(())
         })?;
         Ok((Kind::Object { empty }, self.finish()))
@@ -344,7 +321,7 @@ fn chat_message(
             _ => sc.value(depth + 1),
         };
         let kind = match seen.as_deref_mut() {
-            Some(seen) => seen.member(sc, &key, depth + 1, read)?,
+            Some(seen) => seen.member(sc, &key, read)?,
             None => read(sc)?,
         };
         let text_or_null = matches!(kind, Kind::Str { .. } | Kind::Null);
@@ -516,7 +493,7 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
         let key = key_bytes(sc.text(), key);
         let start = sc.pos;
         let mut defined = false;
-        let kind = seen.member(sc, &key, 4, |sc| match &key[..] {
+        let kind = seen.member(sc, &key, |sc| match &key[..] {
             b"function" if sc.peek() == Some(b'{') => {
                 let (kind, ok) = function_definition(sc)?;
                 defined = ok;
@@ -532,13 +509,13 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
         Ok(())
     })?;
     // `type` defaults to "function", the only word it takes.
-    let typed = match &seen.tag {
+    let object = seen.finish();
+    let typed = match object.view(&shape.keys).tag() {
         TagValue::Absent => true,
         TagValue::Word(w) => w.is(b"function"),
         _ => false,
     };
     let fits = typed && function && defer;
-    let object = seen.finish();
     shape.objects.push(object);
     Ok((Kind::Object { empty }, fits))
 }
