@@ -401,7 +401,7 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
 fn stored_background(f: &Findings) -> bool {
     let flag = |name, default| match f.member(name) {
         None => default,
-        Some(m) => m.as_bool().unwrap_or(m.kind.truthy()),
+        Some(m) => m.as_bool(),
     };
     flag("background", false) && flag("store", true)
 }

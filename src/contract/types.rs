@@ -440,7 +440,7 @@ fn batch_rebuilt(f: &Findings) -> Facts {
         let value = match dumped(name) {
             Dumped::Gone => None,
             Dumped::Default => Some(default),
-            Dumped::Sent(m) => Some(m.as_bool().unwrap_or(m.kind.truthy())),
+            Dumped::Sent(m) => Some(m.as_bool()),
         };
         facts.read.set(member, value.map(Kind::Bool));
     }

@@ -402,12 +402,13 @@ impl Member {
         self.scalar.number_within(lo, hi)
     }
 
-    /// What pydantic's lax `bool` makes of the value: `Some` for a boolean, and for a number
-    /// or a string it reads as one.
-    pub fn as_bool(&self) -> Option<bool> {
+    /// The value as a `bool` field holds it once validated: pydantic's lax reading of a
+    /// boolean, number or string, else its truthiness (a value pydantic refuses before
+    /// any check reads it).
+    pub fn as_bool(&self) -> bool {
         match self.kind {
-            Kind::Bool(b) => Some(b),
-            _ => self.coerce().bool,
+            Kind::Bool(b) => b,
+            kind => self.coerce().bool.unwrap_or(kind.truthy()),
         }
     }
 
