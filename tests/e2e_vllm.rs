@@ -53,12 +53,23 @@ impl Drop for Proc {
     }
 }
 
+/// A loopback port nothing listens on, never one this test handed out before: the vLLM
+/// servers bind theirs minutes later, and the kernel may offer a released port again in
+/// the meantime (two servers were once given the same one).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap();
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 fn spawn(name: &str, cmd: &mut Command, dir: &Path) -> Proc {
