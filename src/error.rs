@@ -255,6 +255,7 @@ impl GateError {
             GateError::Unclassifiable(Invalid::ContentType) => {
                 return Bytes::from_static(CONTENT_TYPE_BODY.as_bytes())
             }
+            GateError::Unclassifiable(Invalid::Body(_, Some(answer))) => return answer.clone(),
             GateError::Unclassifiable(inv) => (
                 "BadRequestError",
                 format!("mmgate: the request body cannot be inspected, so it is refused ({inv}). vLLM refuses this body too; send a JSON object with content-type application/json."),

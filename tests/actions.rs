@@ -504,6 +504,22 @@ async fn unclassifiable_bodies_are_refused_or_forwarded_as_the_policy_says() {
     )
     .await;
     assert_eq!(r.status, 400);
+    // vLLM's own answer to a body its JSON parser refuses.
+    assert_eq!(
+        r.text(),
+        r#"{"error":{"message":"1 validation error:\n  {'type': 'json_invalid', 'loc': 'body.1', 'msg': 'JSON decode error', 'input': '<dict of 0 items>', 'ctx': {'error': 'Expecting property name enclosed in double quotes'}}","type":"Bad Request","param":"body.1","code":400}}"#
+    );
+    // One whose words mmgate cannot be sure of (how Python shows "€") gets its own.
+    let r = send(
+        &client(),
+        gw.addr,
+        "POST",
+        CHAT,
+        &json,
+        "\"€\"".as_bytes().to_vec(),
+    )
+    .await;
+    assert_eq!(r.status, 400);
     let e = error_of(&r);
     assert_eq!(e["code"], 400);
     assert!(e["message"]

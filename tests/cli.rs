@@ -201,27 +201,44 @@ fn inspect_reports_a_gate_rejection_with_exit_1() {
 
 #[test]
 fn inspect_reports_bodies_vllm_refuses_first_with_exit_3_and_a_reason() {
-    let cases: [(&[&str], &[u8], u16); 4] = [
-        (&["--path", CHAT], b"{\"messages\":[],", 400),
-        (&["--path", CHAT], b"[1]", 400),
+    // With vLLM's own answer where mmgate knows its words (what strip and reject send).
+    type Case<'a> = (&'a [&'a str], &'a [u8], u16, Option<&'a str>);
+    let cases: [Case; 4] = [
+        (
+            &["--path", CHAT],
+            b"{\"messages\":[],",
+            400,
+            Some("'ctx': {'error': 'Expecting property name enclosed in double quotes'}}\",\"type\":\"Bad Request\",\"param\":\"body.15\""),
+        ),
+        (
+            &["--path", CHAT],
+            b"[1]",
+            400,
+            Some("'input': '<list of 1 items>'}"),
+        ),
         (
             &["--path", CHAT, "--content-type", "text/plain"],
             b"{\"messages\":[]}",
             400,
+            Some(mmgate::error::CONTENT_TYPE_BODY),
         ),
         (
             &["--path", CHAT, "--model", "tiny"],
             br#"{"model":"other","messages":[],"mm_processor_kwargs":{"a":1}}"#,
             404,
+            None,
         ),
     ];
-    for (args, body, status) in cases {
+    for (args, body, status, answer) in cases {
         let (code, v) = inspect(args, body);
         assert_eq!(code, 3, "{args:?}");
         assert_eq!(v["verdict"], "invalid");
         assert_eq!(v["status"], status, "{args:?}");
         assert_eq!(v["param"], Value::Null);
-        assert_eq!(v["body"], Value::Null);
+        match answer {
+            Some(words) => assert!(v["body"].as_str().unwrap().contains(words), "{v}"),
+            None => assert_eq!(v["body"], Value::Null),
+        }
         assert_eq!(v["fields"].as_array().map(Vec::len), Some(2));
         assert!(v["reason"].as_str().is_some_and(|r| !r.is_empty()), "{v}");
     }

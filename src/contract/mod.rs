@@ -8,6 +8,11 @@
 
 mod fields;
 mod types;
+mod unparsed;
+
+pub use unparsed::PARSE_ERROR_BODY;
+
+use bytes::Bytes;
 
 use crate::classify::RouteKind;
 use crate::inspect::scan::Kind;
@@ -58,9 +63,10 @@ pub enum Invalid {
     /// The upstream does not serve this route (it answers 404).
     #[error("the upstream does not serve this route")]
     RouteNotServed,
-    /// The body does not parse.
+    /// The body does not parse, or is no JSON object; with vLLM's own answer to it where
+    /// mmgate knows its very words.
     #[error("{0}")]
-    Body(InspectError),
+    Body(InspectError, Option<Bytes>),
     /// A declared field is missing or has the wrong JSON type (a pydantic validation error).
     #[error("{field} must be {expected}")]
     FieldType {
@@ -115,7 +121,7 @@ pub enum Invalid {
 impl Invalid {
     /// Whether the body itself could not be understood (an unclassifiable body).
     pub fn unclassifiable(&self) -> bool {
-        matches!(self, Invalid::ContentType | Invalid::Body(_))
+        matches!(self, Invalid::ContentType | Invalid::Body(..))
     }
 
     /// The gated fields whose wrong types are part of this error, which must reach vLLM as
@@ -504,13 +510,54 @@ pub fn judge(
     {
         return (Verdict::Invalid(Invalid::RouteNotServed), findings.ok());
     }
+    let unparsed = |e: InspectError| {
+        let answer = unparsed::answer(route, &e, max_depth);
+        (Verdict::Invalid(Invalid::Body(e, answer)), None)
+    };
     if !json_content_type(content_type) {
-        return (Verdict::Invalid(Invalid::ContentType), findings.ok());
+        // FastAPI parses an `application/*+json` body before vLLM checks the content type
+        // (not on /invocations, which reads the body itself).
+        return match findings {
+            Err(e)
+                if route != RouteKind::Invocations
+                    && parsed_by_fastapi(content_type)
+                    && !matches!(e, InspectError::Empty | InspectError::NotObject { .. }) =>
+            {
+                unparsed(e)
+            }
+            f => (Verdict::Invalid(Invalid::ContentType), f.ok()),
+        };
     }
     match findings {
         Ok(f) => (verdict(route, &f, up), Some(f)),
-        Err(e) => (Verdict::Invalid(Invalid::Body(e)), None),
+        Err(e) => unparsed(e),
     }
+}
+
+/// Whether FastAPI reads a body of this content type as JSON: Python's `email.message`
+/// media type (before the first `;`, stripped, lowercased, exactly one `/`) is
+/// `application/json` or `application/<anything>+json`.
+fn parsed_by_fastapi(content_type: Option<&[u8]>) -> bool {
+    let Some(v) = content_type else { return false };
+    let media = v.split(|&c| c == b';').next().unwrap_or(b"");
+    // Python's str.strip() of the Latin-1 text: ASCII whitespace, \x1c-\x1f, \x85, \xa0.
+    let space = |c: &u8| c.is_ascii_whitespace() || matches!(c, 0x0b | 0x1c..=0x1f | 0x85 | 0xa0);
+    let start = media.iter().position(|c| !space(c)).unwrap_or(media.len());
+    let end = media
+        .iter()
+        .rposition(|c| !space(c))
+        .map_or(start, |i| i + 1);
+    let media = media[start..end].to_ascii_lowercase();
+    let mut parts = media.split(|&c| c == b'/');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(b"application"), Some(sub), None) => sub == b"json" || sub.ends_with(b"+json"),
+        _ => false,
+    }
+}
+
+/// How many models a route's body may validate as (each refuses a body that is no object).
+fn route_models(route: RouteKind) -> usize {
+    route_declared(route).models()
 }
 
 #[cfg(test)]

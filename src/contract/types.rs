@@ -539,6 +539,11 @@ impl Declared {
         }
     }
 
+    /// How many models the route's body may validate as (a union when more than one).
+    pub(super) fn models(&self) -> usize {
+        self.models.len()
+    }
+
     /// The gated fields that some model declares and certainly refuses as sent.
     pub(super) fn mistyped_gated(&self, findings: &Findings) -> Vec<Field> {
         Field::ALL

@@ -9,6 +9,7 @@
 pub mod coerce;
 pub mod decode;
 mod plain;
+mod python;
 pub mod scan;
 mod shapes;
 pub mod values;
@@ -471,12 +472,32 @@ pub enum InspectError {
     /// Not decodable text.
     #[error(transparent)]
     Decode(#[from] decode::DecodeError),
-    /// Not JSON as Python parses it.
+    /// Not JSON as Python's `json` module parses it: its `JSONDecodeError`, with the
+    /// position as Python counts it (characters of the decoded text).
+    #[error("invalid JSON: {what} at character {pos} (line {line} column {column})")]
+    Json {
+        /// Python's message (`"Expecting value"`, `"Extra data"`, ...).
+        what: &'static str,
+        /// Characters before the error.
+        pos: usize,
+        /// Python's line number (1-based).
+        line: usize,
+        /// Python's column number (1-based).
+        column: usize,
+    },
+    /// Not JSON as Python parses it, for a reason other than its syntax (nesting too deep,
+    /// an integer too long): Python raises something other than `JSONDecodeError`.
     #[error(transparent)]
     Syntax(#[from] SyntaxError),
     /// Valid JSON, but the top-level value is not an object.
-    #[error("the top-level JSON value is {0}, not an object")]
-    NotObject(&'static str),
+    #[error("the top-level JSON value is {type_name}, not an object")]
+    NotObject {
+        /// The value's JSON type.
+        type_name: &'static str,
+        /// The value as vLLM's validation error shows it (its Python `str()`, cut to 200
+        /// characters; `None` where mmgate cannot be sure of it).
+        input: Option<String>,
+    },
 }
 
 /// Inspects a body: decodes, validates and extracts the findings.
@@ -491,12 +512,29 @@ pub fn inspect(body: &[u8], max_depth: usize) -> Result<Findings, InspectError> 
         InspectError::Syntax(SyntaxError::NotText { offset }) => {
             decoded.undecodable_at(offset).into()
         }
-        InspectError::Syntax(e) => match decoded.first_undecodable(e.offset()) {
-            Some(d) => d.into(),
-            None => e.into(),
+        InspectError::Syntax(e) => match (decoded.first_undecodable(e.offset()), e) {
+            (Some(d), _) => d.into(),
+            (None, SyntaxError::Invalid { offset, what }) => {
+                json_error(&decoded.text, offset, what)
+            }
+            (None, e) => e.into(),
         },
         other => other,
     })
+}
+
+/// Python's `JSONDecodeError` for `what` at byte `offset` of the decoded text: positions
+/// in characters (each starts with a non-continuation byte, a lone surrogate included).
+fn json_error(text: &[u8], offset: usize, what: &'static str) -> InspectError {
+    let before = &text[..offset];
+    let chars = |b: &[u8]| b.iter().filter(|&&c| c & 0xC0 != 0x80).count();
+    let line_start = memchr::memrchr(b'\n', before).map_or(0, |i| i + 1);
+    InspectError::Json {
+        what,
+        pos: chars(before),
+        line: 1 + memchr::memchr_iter(b'\n', before).count(),
+        column: 1 + chars(&before[line_start..]),
+    }
 }
 
 /// The findings of a decoded body (its UTF-8 validated as it is scanned).
@@ -510,9 +548,14 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
     let mut members = Vec::with_capacity(16);
     let mut names = Vec::with_capacity(256);
     if sc.peek() != Some(b'{') {
+        let start = sc.pos;
         let kind = sc.value(1)?;
+        let (end, len) = (sc.pos, sc.inner_len());
         trailing(&mut sc)?;
-        return Err(InspectError::NotObject(kind.type_name()));
+        return Err(InspectError::NotObject {
+            type_name: kind.type_name(),
+            input: python::shown(kind, &decoded.text[start..end], len),
+        });
     }
     sc.members(1, |sc, key| {
         let start = key.start - 1;

@@ -52,6 +52,14 @@ pub enum SyntaxError {
     },
 }
 
+/// CPython's error for a string without its closing quote, which names the opening one.
+fn unterminated(quote: usize) -> SyntaxError {
+    SyntaxError::Invalid {
+        offset: quote,
+        what: "Unterminated string starting at",
+    }
+}
+
 impl SyntaxError {
     /// Offset in the decoded text where the error was found.
     pub fn offset(&self) -> usize {
@@ -273,7 +281,8 @@ impl<'a> Scanner<'a> {
             let i = run.end;
             self.pos = i;
             match self.b.get(i) {
-                None => return Err(self.err("Unterminated string starting at")),
+                // Python names the opening quote.
+                None => return Err(unterminated(start - 1)),
                 Some(b'"') => {
                     self.pos += 1;
                     return Ok(StrSpan {
@@ -284,23 +293,27 @@ impl<'a> Scanner<'a> {
                 }
                 Some(b'\\') => {
                     escaped = true;
-                    self.escape()?;
+                    self.escape(start - 1)?;
                 }
                 Some(_) => return Err(self.err("Invalid control character at")),
             }
         }
     }
 
-    fn escape(&mut self) -> Result<(), SyntaxError> {
-        // At the backslash.
+    /// The escape at the cursor (a backslash) in the string opened at `quote`.
+    fn escape(&mut self, quote: usize) -> Result<(), SyntaxError> {
         match self.b.get(self.pos + 1) {
+            None => Err(unterminated(quote)),
             Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
                 self.pos += 2;
                 Ok(())
             }
             Some(b'u') => {
+                // CPython also wants a character after the four digits (`end >= len`).
                 let hex = self.b.get(self.pos + 2..self.pos + 6);
-                if hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                if self.pos + 6 < self.b.len()
+                    && hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+                {
                     self.pos += 6;
                     Ok(())
                 } else {
@@ -389,21 +402,21 @@ impl<'a> Scanner<'a> {
             // CPython makes these floats by calling `parse_constant`, a Python call that
             // takes one recursion level more than other scalars: at `depth` they count as a
             // container would (the real server refuses NaN inside 970 containers, not 0).
-            Some(b'N') => {
-                self.enter(depth)?;
-                self.literal(b"NaN", Kind::NonFinite)
-            }
-            Some(b'I') => {
-                self.enter(depth)?;
-                self.literal(b"Infinity", Kind::NonFinite)
-            }
+            // (Only a whole word is a call: `Nan` is "Expecting value" at any depth.)
+            Some(b'N') => self.constant(b"NaN", depth),
+            Some(b'I') => self.constant(b"Infinity", depth),
             Some(b'-') if self.b.get(self.pos + 1) == Some(&b'I') => {
-                self.enter(depth)?;
-                self.literal(b"-Infinity", Kind::NonFinite)
+                self.constant(b"-Infinity", depth)
             }
             Some(b'-' | b'0'..=b'9') => self.number(),
             _ => Err(self.err("Expecting value")),
         }
+    }
+
+    fn constant(&mut self, word: &'static [u8], depth: usize) -> Result<Kind, SyntaxError> {
+        let kind = self.literal(word, Kind::NonFinite)?;
+        self.enter(depth)?;
+        Ok(kind)
     }
 
     fn enter(&mut self, depth: usize) -> Result<(), SyntaxError> {

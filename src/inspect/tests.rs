@@ -98,7 +98,7 @@ fn decoding_errors_win_over_syntax_errors_wherever_they_are() {
     // encoded surrogate passes (surrogatepass).
     assert!(matches!(
         inspect("{\"a\":é}".as_bytes(), DEFAULT_MAX_DEPTH),
-        Err(InspectError::Syntax(SyntaxError::Invalid { offset: 5, .. }))
+        Err(InspectError::Json { pos: 5, .. })
     ));
     let mut bad = format!("{{\"a\":\"{}é\\n€\u{1F600}", "x".repeat(100)).into_bytes();
     bad.extend_from_slice(b"\xed\"}");
@@ -192,4 +192,57 @@ fn member_names_are_decoded_in_order() {
 fn names_text_keeps_byte_offsets() {
     assert_eq!(super::names_text(b"ab\xffc\xe2\x82".to_vec()), "ab?c??");
     assert_eq!(super::names_text("é€".as_bytes().to_vec()), "é€");
+}
+
+/// A body Python's `json` refuses is refused with its message, at its position: in
+/// characters of the decoded text (not bytes), with its line and column.
+#[test]
+fn syntax_errors_are_pythons_message_and_position() {
+    let json = |body: &[u8]| match inspect(body, DEFAULT_MAX_DEPTH) {
+        Err(InspectError::Json {
+            what,
+            pos,
+            line,
+            column,
+        }) => (what, pos, line, column),
+        other => panic!("{}: {other:?}", body.escape_ascii()),
+    };
+    // (body, (message, position, line, column))
+    type Case = (&'static [u8], (&'static str, usize, usize, usize));
+    let cases: [Case; 10] = [
+        (
+            b"{\"a\":\"abc",
+            ("Unterminated string starting at", 5, 1, 6),
+        ),
+        (
+            b"{\"a\":\"x\\",
+            ("Unterminated string starting at", 5, 1, 6),
+        ),
+        (b"{\"a\":\"\\u1234", ("Invalid \\uXXXX escape", 7, 1, 8)),
+        (b"{\"a\":\"\\u12\"}", ("Invalid \\uXXXX escape", 7, 1, 8)),
+        (b"{\"a\":\"\\q\"}", ("Invalid \\escape", 6, 1, 7)),
+        (
+            b"{\"a\":1,}",
+            ("Expecting property name enclosed in double quotes", 7, 1, 8),
+        ),
+        (
+            "{\"é€\":\n \"ü\" x}".as_bytes(),
+            ("Expecting ',' delimiter", 12, 2, 6),
+        ),
+        (
+            b"\xEF\xBB\xBF{x",
+            ("Expecting property name enclosed in double quotes", 1, 1, 2),
+        ),
+        (b"{\"a\":1}\n\n x", ("Extra data", 10, 3, 2)),
+        (
+            b"{\x00\"\x00a\x00\"\x00 \x00",
+            ("Expecting ':' delimiter", 5, 1, 6),
+        ),
+    ];
+    for (body, want) in cases {
+        assert_eq!(json(body), want, "{}", body.escape_ascii());
+    }
+    // Only a whole `NaN` is a call that counts as a level of nesting.
+    let deep = format!("{}Nan{}", "[".repeat(970), "]".repeat(970));
+    assert_eq!(json(deep.as_bytes()).0, "Expecting value");
 }

@@ -21,6 +21,8 @@ pub struct Case {
     pub status: u16,
     /// The gate error body the untrusted server sent, if it was a gate rejection.
     pub gate: Option<&'static str>,
+    /// The body the untrusted server answered.
+    pub answer: String,
     /// The recording server did not serve this route (FastAPI's 404): which routes a server
     /// has depends on its task, so only a gateway that asks the upstream can know.
     pub route_missing: bool,
@@ -71,6 +73,7 @@ pub fn cases() -> Vec<Case> {
                 body: b64.decode(r["body_b64"].as_str().unwrap()).unwrap(),
                 status: u["status"].as_u64().unwrap() as u16,
                 gate,
+                answer: body.to_string(),
                 route_missing: body == r#"{"detail":"Not Found"}"#,
             }
         })

@@ -1,0 +1,151 @@
+//! A JSON value as Python shows it: the `str()` of what `json.loads` makes of it, cut as
+//! vLLM's validation errors cut an `input` (`_summarize_error_input`).
+
+use super::scan::{self, Kind};
+
+/// The longest text vLLM shows of an input before it cuts it.
+const SHOWN_CHARS: usize = 200;
+
+/// What vLLM's validation error shows of the scanned value `literal` (its source text, of
+/// kind `kind`; `len` elements for an array): `None` for an object, and for a string that
+/// is not Unicode text (a lone surrogate).
+pub(super) fn shown(kind: Kind, literal: &[u8], len: usize) -> Option<String> {
+    let text = match kind {
+        Kind::Null => "None".to_owned(),
+        Kind::Bool(b) => if b { "True" } else { "False" }.to_owned(),
+        Kind::NonFinite => match literal {
+            b"NaN" => "nan",
+            b"Infinity" => "inf",
+            _ => "-inf",
+        }
+        .to_owned(),
+        Kind::Number { .. } => {
+            let literal = std::str::from_utf8(literal).ok()?;
+            if literal.contains(['.', 'e', 'E']) {
+                float_repr(literal.parse().ok()?)
+            } else if literal.bytes().all(|c| matches!(c, b'-' | b'0')) {
+                "0".to_owned()
+            } else {
+                literal.to_owned()
+            }
+        }
+        Kind::Str { .. } => {
+            let inner = &literal[1..literal.len() - 1];
+            String::from_utf8(scan::decoded(inner).into_owned()).ok()?
+        }
+        Kind::Array { .. } => return Some(format!("<list of {len} items>")),
+        Kind::Object { .. } => return None,
+    };
+    Some(cut(text))
+}
+
+/// `text[:200] + "...[truncated]"` when it is longer than 200 characters.
+fn cut(mut text: String) -> String {
+    if let Some((at, _)) = text.char_indices().nth(SHOWN_CHARS) {
+        text.truncate(at);
+        text.push_str("...[truncated]");
+    }
+    text
+}
+
+/// Python's `repr()` of a float: the shortest digits that read back as `x`, in positional
+/// notation with at least one decimal (`1.0`, `0.0001`) from 1e-4 up to 1e16, else in
+/// exponent notation with a signed exponent of at least two digits (`1e+16`, `1.5e-05`).
+pub(super) fn float_repr(x: f64) -> String {
+    if x.is_nan() {
+        return "nan".into();
+    }
+    if x.is_infinite() {
+        return if x < 0.0 { "-inf" } else { "inf" }.into();
+    }
+    let sign = if x.is_sign_negative() { "-" } else { "" };
+    if x == 0.0 {
+        return format!("{sign}0.0");
+    }
+    // Rust's `{:e}` gives the same shortest round-trip digits: `d[.ddd]e<exp>`.
+    let sci = format!("{:e}", x.abs());
+    let (mantissa, exp) = sci.split_once('e').expect("`{:e}` writes an exponent");
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let exp: i32 = exp.parse().expect("`{:e}` writes an integer exponent");
+    // The decimal point sits after `point` digits (CPython's `decpt`).
+    let point = exp + 1;
+    let body = if !(-4 < point && point <= 16) {
+        let (first, rest) = digits.split_at(1);
+        let dot = if rest.is_empty() { "" } else { "." };
+        let esign = if exp < 0 { '-' } else { '+' };
+        format!("{first}{dot}{rest}e{esign}{:02}", exp.abs())
+    } else if point <= 0 {
+        format!("0.{}{digits}", "0".repeat(point.unsigned_abs() as usize))
+    } else {
+        let point = point as usize;
+        if point >= digits.len() {
+            format!("{digits}{}.0", "0".repeat(point - digits.len()))
+        } else {
+            format!("{}.{}", &digits[..point], &digits[point..])
+        }
+    };
+    format!("{sign}{body}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_read_as_python_writes_them() {
+        for (x, want) in [
+            (1.5e300, "1.5e+300"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1e-5, "1e-05"),
+            (1e-4, "0.0001"),
+            (0.00012, "0.00012"),
+            (-0.0, "-0.0"),
+            (0.0, "0.0"),
+            (1.0, "1.0"),
+            (123.456, "123.456"),
+            (0.1, "0.1"),
+            (-2.5e-7, "-2.5e-07"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (5e-324, "5e-324"),
+            (1234567890123456.7, "1234567890123456.8"),
+            (12345678901234567.0, "1.2345678901234568e+16"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+        ] {
+            assert_eq!(float_repr(x), want, "{x:e}");
+        }
+    }
+
+    #[test]
+    fn values_are_shown_as_vllm_shows_them() {
+        let show = |kind, lit: &str, len| shown(kind, lit.as_bytes(), len);
+        let num = Kind::Number { zero: false };
+        assert_eq!(show(num, "-0", 0).as_deref(), Some("0"));
+        assert_eq!(show(num, "-12", 0).as_deref(), Some("-12"));
+        assert_eq!(show(num, "1E400", 0).as_deref(), Some("inf"));
+        assert_eq!(show(num, "-1e-400", 0).as_deref(), Some("-0.0"));
+        assert_eq!(
+            show(Kind::NonFinite, "-Infinity", 0).as_deref(),
+            Some("-inf")
+        );
+        assert_eq!(show(Kind::Null, "null", 0).as_deref(), Some("None"));
+        assert_eq!(
+            show(Kind::Bool(false), "false", 0).as_deref(),
+            Some("False")
+        );
+        let list = Kind::Array { empty: false };
+        assert_eq!(
+            show(list, "[1,[2]]", 2).as_deref(),
+            Some("<list of 2 items>")
+        );
+        let s = Kind::Str { empty: false };
+        assert_eq!(show(s, r#""a\nb\u00e9""#, 0).as_deref(), Some("a\nbé"));
+        assert_eq!(show(s, r#""\ud800""#, 0), None);
+        let long = format!("\"{}\"", "é".repeat(250));
+        let want = format!("{}...[truncated]", "é".repeat(200));
+        assert_eq!(show(s, &long, 0), Some(want));
+        assert_eq!(show(num, &"7".repeat(201), 0).map(|t| t.len()), Some(214));
+        assert_eq!(show(Kind::Object { empty: true }, "{}", 0), None);
+    }
+}
