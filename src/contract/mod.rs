@@ -153,12 +153,17 @@ enum Family {
     Pooling,
 }
 
-/// The route an `/invocations` body validates as (SageMaker dispatch by body shape).
-fn invocations_route(f: &Findings) -> RouteKind {
-    if f.facts.has_messages {
+/// The route an `/invocations` body validates as (SageMaker dispatch by body shape). vLLM
+/// tries only the request types of the handlers the server has: a generating server's chat
+/// and completion types, a pooling server's embedding (or classification) type first.
+fn invocations_route(f: &Findings, up: &UpstreamFacts) -> RouteKind {
+    let serves = |r| up.served_routes.as_ref().is_none_or(|s| s.contains(&r));
+    if f.facts.has_messages && serves(RouteKind::Chat) {
         RouteKind::Chat
-    } else if f.facts.read.get(Read::Prompt).is_some() {
+    } else if f.facts.read.get(Read::Prompt).is_some() && serves(RouteKind::Completions) {
         RouteKind::Completions
+    } else if !serves(RouteKind::Embeddings) && serves(RouteKind::Classify) {
+        RouteKind::Classify
     } else {
         RouteKind::Embeddings
     }
@@ -202,13 +207,14 @@ fn declared(route: RouteKind, f: &Findings) -> (bool, bool) {
             (true, facts.has_messages && !facts.has_input)
         }
         RouteKind::Score | RouteKind::Rerank => (true, false),
-        RouteKind::Invocations => declared(invocations_route(f), f),
+        // Judged as the route its body dispatches to ([`invocations_route`]).
+        RouteKind::Invocations => (false, false),
     }
 }
 
 /// What pydantic certainly refuses before the gate: a before-validator, a declared field's
 /// type or absence in every request model of the route, or `model`'s type.
-fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
+fn type_errors(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Option<Invalid> {
     if f.facts.surrogate_key {
         return Some(Invalid::KeyNotUnicode);
     }
@@ -216,7 +222,7 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
     // /invocations tries each handler's model in turn; the gated fields are typed by the
     // handler the body's shape names.
     let gated = || match route {
-        RouteKind::Invocations => invocations_mistyped(f),
+        RouteKind::Invocations => invocations_mistyped(f, invocations_route(f, up)),
         _ => declared.mistyped_gated(f),
     };
     let field_type = |field, expected, gated| Invalid::FieldType {
@@ -247,7 +253,7 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
         }
     }
     let completion = matches!(route, RouteKind::Completions | RouteKind::CompletionsRender)
-        || (route == RouteKind::Invocations && invocations_route(f) == RouteKind::Completions);
+        || (route == RouteKind::Invocations && invocations_route(f, up) == RouteKind::Completions);
     if completion && f.facts.prompt == PromptForm::Mixed {
         let expected = "a string or a list of strings, integers or integer lists";
         return Some(field_type("prompt", expected, gated()));
@@ -262,8 +268,8 @@ fn type_errors(route: RouteKind, f: &Findings) -> Option<Invalid> {
 
 /// The gated fields of an /invocations body that the model of the handler its shape names
 /// refuses: `mm_processor_kwargs` not an object, `media_io_kwargs` not an object of objects.
-fn invocations_mistyped(f: &Findings) -> Vec<Field> {
-    let (mm, media) = declared(invocations_route(f), f);
+fn invocations_mistyped(f: &Findings, target: RouteKind) -> Vec<Field> {
+    let (mm, media) = declared(target, f);
     let object_or_null = |field: Field| {
         matches!(
             f.field(field).kind,
@@ -321,11 +327,11 @@ fn gate(f: &Findings) -> Verdict {
 
 /// vLLM 0.31's verdict for an untrusted server on a parsed body sent to a route it serves.
 pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
-    if let Some(e) = type_errors(route, f) {
+    if let Some(e) = type_errors(route, f, up) {
         return Verdict::Invalid(e);
     }
     let fam = match route {
-        RouteKind::Invocations => family(invocations_route(f)),
+        RouteKind::Invocations => family(invocations_route(f, up)),
         r => family(r),
     };
     if fam == Family::Pooling {

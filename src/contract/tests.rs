@@ -698,3 +698,35 @@ fn earlier_checks_win_on_generate_routes_not_on_pooling() {
         Verdict::Reject(Field::MmProcessorKwargs)
     );
 }
+
+/// `/invocations` tries only the request types of the handlers the server has: on a pooling
+/// server a chat-shaped body is an embedding request (whose model neither checks
+/// `tool_choice` nor types `tools`), so its kwargs meet the gate.
+#[test]
+fn invocations_dispatch_to_the_types_the_server_has() {
+    let body = r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","fn":{}}],"tool_choice":"auto","mm_processor_kwargs":{"a":1}}"#;
+    let generating = UpstreamFacts {
+        served_routes: Some(vec![
+            RouteKind::Chat,
+            RouteKind::Completions,
+            RouteKind::Invocations,
+        ]),
+        ..Default::default()
+    };
+    assert!(matches!(
+        v(RouteKind::Invocations, body, &generating),
+        Verdict::Invalid(_)
+    ));
+    let pooling = UpstreamFacts {
+        served_routes: Some(vec![
+            RouteKind::Embeddings,
+            RouteKind::Pooling,
+            RouteKind::Invocations,
+        ]),
+        ..Default::default()
+    };
+    assert_eq!(
+        v(RouteKind::Invocations, body, &pooling),
+        Verdict::Reject(Field::MmProcessorKwargs)
+    );
+}
