@@ -151,3 +151,20 @@ stop_all() {
   for p in ${PIDS[@]+"${PIDS[@]}"}; do wait "$p" 2>/dev/null || true; done
   if [ -n "${KEEP:-}" ]; then echo "kept $W" >&2; else rm -rf "$W"; fi
 }
+
+# Writes the bodies into W and starts, on free loopback ports, examples/fake_vllm (port UP),
+# haproxy in front of it (port HAP, pid H) and mmgate in MODE (port PORT, admin ADMIN,
+# pid M), each added to PIDS. For the scripts that compare one mmgate with haproxy.
+start_haproxy_and_mmgate() { # MODE
+  read -r UP HAP PORT ADMIN <<<"$(free_ports 4)"
+  python3 bench/bodies.py "$W" >/dev/null
+  "$FAKE_VLLM" "127.0.0.1:$UP" 2>"$W/fake_vllm.err" & PIDS+=($!)
+  wait_http "http://127.0.0.1:$UP/health" fake_vllm
+  haproxy_config "$W/haproxy.cfg" "$HAP" "$UP"
+  haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.log" 2>&1 & H=$!; PIDS+=("$H")
+  wait_http "http://127.0.0.1:$HAP/health" haproxy
+  mmgate_policy "$W/policy.toml" "$PORT" "$ADMIN" "$UP" "$1"
+  "$MMGATE" serve --policy "$W/policy.toml" --drain-seconds 1 >/dev/null 2>"$W/mmgate.err" & M=$!
+  PIDS+=("$M")
+  wait_http "http://127.0.0.1:$ADMIN/readyz" mmgate
+}

@@ -34,19 +34,7 @@ build_binaries
 
 work_dir syscalls
 
-read -r UP HAP PORT ADMIN <<<"$(free_ports 4)"
-python3 bench/bodies.py "$W" >/dev/null
-"$FAKE_VLLM" "127.0.0.1:$UP" 2>"$W/fake_vllm.err" & PIDS+=($!)
-wait_http "http://127.0.0.1:$UP/health" fake_vllm
-
-haproxy_config "$W/haproxy.cfg" "$HAP" "$UP"
-haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.log" 2>&1 & H=$!; PIDS+=("$H")
-wait_http "http://127.0.0.1:$HAP/health" haproxy
-
-mmgate_policy "$W/policy.toml" "$PORT" "$ADMIN" "$UP" "$MODE"
-"$MMGATE" serve --policy "$W/policy.toml" --drain-seconds 1 >/dev/null 2>"$W/mmgate.err" & M=$!
-PIDS+=("$M")
-wait_http "http://127.0.0.1:$ADMIN/readyz" mmgate
+start_haproxy_and_mmgate "$MODE"
 
 # Sums over all threads of PID: voluntary and involuntary switches, utime and stime ticks.
 counters() { # PID
