@@ -113,6 +113,10 @@ pub enum Invalid {
     /// a type it does not take, or a reasoning item with encrypted content).
     #[error("the Responses renderer does not take an input item")]
     InputItem,
+    /// `/invocations`: no request type of the upstream's handlers takes the body (vLLM's
+    /// "Cannot find suitable handler for request").
+    #[error("no request type of the upstream's /invocations handlers takes the body")]
+    NoHandler,
     /// A request chat template without `--trust-request-chat-template`.
     #[error("Chat template is passed with request, but --trust-request-chat-template is not set.")]
     ChatTemplate,
@@ -129,6 +133,8 @@ impl Invalid {
     pub fn mistyped_gated(&self) -> &[Field] {
         match self {
             Invalid::FieldType { gated, .. } => gated,
+            // vLLM refuses it whatever the gated fields hold: it goes as sent.
+            Invalid::NoHandler => &Field::ALL,
             _ => &[],
         }
     }
@@ -153,20 +159,37 @@ enum Family {
     Pooling,
 }
 
-/// The route an `/invocations` body validates as (SageMaker dispatch by body shape). vLLM
-/// tries only the request types of the handlers the server has: a generating server's chat
-/// and completion types, a pooling server's embedding (or classification) type first.
-fn invocations_route(f: &Findings, up: &UpstreamFacts) -> RouteKind {
-    let serves = |r| up.served_routes.as_ref().is_none_or(|s| s.contains(&r));
-    if f.facts.has_messages && serves(RouteKind::Chat) {
-        RouteKind::Chat
-    } else if f.facts.read.get(Read::Prompt).is_some() && serves(RouteKind::Completions) {
-        RouteKind::Completions
-    } else if !serves(RouteKind::Embeddings) && serves(RouteKind::Classify) {
-        RouteKind::Classify
-    } else {
-        RouteKind::Embeddings
-    }
+/// The request types `/invocations` tries, in vLLM's order, named by the routes whose
+/// handlers take them: a generating server's chat and completion types, then a pooling
+/// server's embedding or classification type, rerank, score and pooling.
+const INVOCATION_TYPES: [RouteKind; 7] = [
+    RouteKind::Chat,
+    RouteKind::Completions,
+    RouteKind::Embeddings,
+    RouteKind::Classify,
+    RouteKind::Rerank,
+    RouteKind::Score,
+    RouteKind::Pooling,
+];
+
+/// The route an `/invocations` body dispatches to (SageMaker's dispatch: the first request
+/// type of the server's handlers that validates it), or `None` when none does. With the
+/// served routes known, that is the first type mmgate does not certainly refuse; unknown,
+/// the type the body's shape names.
+fn invocations_route(f: &Findings, up: &UpstreamFacts) -> Option<RouteKind> {
+    let Some(served) = &up.served_routes else {
+        return Some(if f.facts.has_messages {
+            RouteKind::Chat
+        } else if f.facts.read.get(Read::Prompt).is_some() {
+            RouteKind::Completions
+        } else {
+            RouteKind::Embeddings
+        });
+    };
+    INVOCATION_TYPES
+        .into_iter()
+        .filter(|r| served.contains(r))
+        .find(|&r| request_errors(r, f, false).is_none())
 }
 
 fn family(route: RouteKind) -> Family {
@@ -218,18 +241,18 @@ fn type_errors(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Option<Inv
     if f.facts.surrogate_key {
         return Some(Invalid::KeyNotUnicode);
     }
+    if route == RouteKind::Invocations {
+        return invocations_errors(f, up);
+    }
+    request_errors(route, f, true)
+}
+
+/// What the route's request models certainly refuse (`model`: whether the body's `model` is
+/// validated; on `/invocations` SageMaker's adapter injection replaces it with the adapter
+/// header's value, null without one).
+fn request_errors(route: RouteKind, f: &Findings, model: bool) -> Option<Invalid> {
     let declared = route_declared(route);
-    // /invocations tries each handler's model in turn; the gated fields are typed by the
-    // handler the body's shape names.
-    let gated = || match route {
-        RouteKind::Invocations => invocations_mistyped(f, invocations_route(f, up)),
-        _ => declared.mistyped_gated(f),
-    };
-    let field_type = |field, expected, gated| Invalid::FieldType {
-        field,
-        expected,
-        gated,
-    };
+    let gated = || declared.mistyped_gated(f);
     match declared.refusal(f) {
         Some(types::Refusal::Check(parameter)) => return Some(Invalid::ModelCheck(parameter)),
         Some(types::Refusal::Field(field)) => {
@@ -237,7 +260,7 @@ fn type_errors(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Option<Inv
         }
         None => {}
     }
-    if let StrField::Other(_) = f.facts.model {
+    if let (true, StrField::Other(_)) = (model, &f.facts.model) {
         return Some(field_type("model", "a string", gated()));
     }
     // The batch route then validates each conversation as a chat request, built from the
@@ -252,16 +275,38 @@ fn type_errors(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Option<Inv
             return Some(field_type(field, "of the type vLLM declares", gated()));
         }
     }
-    let completion = matches!(route, RouteKind::Completions | RouteKind::CompletionsRender)
-        || (route == RouteKind::Invocations && invocations_route(f, up) == RouteKind::Completions);
+    let completion = matches!(route, RouteKind::Completions | RouteKind::CompletionsRender);
     if completion && f.facts.prompt == PromptForm::Mixed {
-        let expected = "a string or a list of strings, integers or integer lists";
-        return Some(field_type("prompt", expected, gated()));
+        return Some(field_type("prompt", MIXED_PROMPT, gated()));
     }
-    if route != RouteKind::Invocations {
+    None
+}
+
+const MIXED_PROMPT: &str = "a string or a list of strings, integers or integer lists";
+
+fn field_type(field: &'static str, expected: &'static str, gated: Vec<Field>) -> Invalid {
+    Invalid::FieldType {
+        field,
+        expected,
+        gated,
+    }
+}
+
+/// What pydantic certainly refuses of an `/invocations` body: no request type of the
+/// server's handlers takes it, or (the handlers unknown) the type its shape names refuses
+/// its `prompt` or a gated field. Its `model` is not the body's ([`request_errors`]).
+fn invocations_errors(f: &Findings, up: &UpstreamFacts) -> Option<Invalid> {
+    let Some(target) = invocations_route(f, up) else {
+        return Some(Invalid::NoHandler);
+    };
+    if up.served_routes.is_some() {
+        // The first type that may take it; nothing more is certain.
         return None;
     }
-    let gated = gated();
+    let gated = invocations_mistyped(f, target);
+    if target == RouteKind::Completions && f.facts.prompt == PromptForm::Mixed {
+        return Some(field_type("prompt", MIXED_PROMPT, gated));
+    }
     let first = gated.first()?.name();
     Some(field_type(first, "of the type vLLM declares", gated))
 }
@@ -331,7 +376,8 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
         return Verdict::Invalid(e);
     }
     let fam = match route {
-        RouteKind::Invocations => family(invocations_route(f, up)),
+        // Found by `type_errors`, which refuses the body when there is none.
+        RouteKind::Invocations => family(invocations_route(f, up).unwrap_or(RouteKind::Embeddings)),
         r => family(r),
     };
     if fam == Family::Pooling {
@@ -346,7 +392,11 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
         return Verdict::Invalid(Invalid::StreamBeamSearch);
     }
     if let (Some(served), StrField::Str(model)) = (&up.served_models, &f.facts.model) {
-        if !model.is_empty() && !served.iter().any(|m| m == model) {
+        // /invocations replaces the body's `model` (see `request_errors`).
+        if route != RouteKind::Invocations
+            && !model.is_empty()
+            && !served.iter().any(|m| m == model)
+        {
             return Verdict::Invalid(Invalid::UnknownModel(model.clone()));
         }
     }

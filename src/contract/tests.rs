@@ -730,3 +730,70 @@ fn invocations_dispatch_to_the_types_the_server_has() {
         Verdict::Reject(Field::MmProcessorKwargs)
     );
 }
+
+/// A body no request type of the server's handlers takes is vLLM's "Cannot find suitable
+/// handler": it reaches vLLM as sent, kwargs and all (vLLM refuses it before any gate).
+#[test]
+fn invocations_without_a_taking_type_have_no_handler() {
+    let pooling = UpstreamFacts {
+        served_routes: Some(vec![
+            RouteKind::Embeddings,
+            RouteKind::Pooling,
+            RouteKind::Score,
+            RouteKind::Rerank,
+            RouteKind::Invocations,
+        ]),
+        ..Default::default()
+    };
+    let texts = r#"{"model":"tiny","texts":["hi"],"mm_processor_kwargs":{"a":1}}"#;
+    let verdict = v(RouteKind::Invocations, texts, &pooling);
+    assert_eq!(verdict, Verdict::Invalid(Invalid::NoHandler));
+    let Verdict::Invalid(inv) = verdict else {
+        unreachable!()
+    };
+    assert_eq!(inv.mistyped_gated(), &Field::ALL, "forwarded as sent");
+    // A render server has no /invocations handler at all.
+    let render = UpstreamFacts {
+        served_routes: Some(vec![RouteKind::ChatRender, RouteKind::Invocations]),
+        ..Default::default()
+    };
+    let chat = r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"mm_processor_kwargs":{"a":1}}"#;
+    assert_eq!(
+        v(RouteKind::Invocations, chat, &render),
+        Verdict::Invalid(Invalid::NoHandler)
+    );
+    // The handlers unknown, the type the body's shape names judges it.
+    assert_eq!(
+        v(RouteKind::Invocations, chat, &UpstreamFacts::default()),
+        Verdict::Reject(Field::MmProcessorKwargs)
+    );
+}
+
+/// SageMaker's adapter injection replaces an `/invocations` body's `model` (with the adapter
+/// header's value, null without one): neither its type nor an unknown name is refused there.
+#[test]
+fn invocations_bodies_name_no_model() {
+    let up = UpstreamFacts {
+        served_models: Some(vec!["tiny".into()]),
+        served_routes: Some(vec![
+            RouteKind::Chat,
+            RouteKind::Completions,
+            RouteKind::Invocations,
+        ]),
+        ..Default::default()
+    };
+    for model in [r#""nope""#, "5"] {
+        let body = format!(
+            r#"{{"model":{model},"messages":[{{"role":"user","content":"hi"}}],"mm_processor_kwargs":{{"a":1}}}}"#
+        );
+        assert_eq!(
+            v(RouteKind::Invocations, &body, &up),
+            Verdict::Reject(Field::MmProcessorKwargs),
+            "{model}"
+        );
+        assert!(matches!(
+            v(RouteKind::Chat, &body, &up),
+            Verdict::Invalid(_)
+        ));
+    }
+}
