@@ -797,3 +797,73 @@ fn invocations_bodies_name_no_model() {
         ));
     }
 }
+
+/// A bounded number field refuses NaN and the infinities, and reads a numeric string as
+/// its number before it bounds it (as pydantic's lax mode does).
+#[test]
+fn bounds_hold_for_non_finite_numbers_and_numeric_strings() {
+    let up = UpstreamFacts::default();
+    let responses = |value: &str| {
+        let body = format!(
+            r#"{{"model":"tiny","input":"hi","frequency_penalty":{value},"mm_processor_kwargs":{{"a":1}}}}"#
+        );
+        v(RouteKind::Responses, &body, &up)
+    };
+    for refused in [
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "1e400",
+        r#""3""#,
+        r#""nan""#,
+        r#""-inf""#,
+        r#""2_0""#,
+        r#""-2.5""#,
+    ] {
+        assert!(
+            matches!(responses(refused), Verdict::Invalid(_)),
+            "{refused}"
+        );
+    }
+    for taken in [
+        "2",
+        r#""1.5""#,
+        r#"" 2 ""#,
+        r#""1e0""#,
+        "2.0000000000000001",
+    ] {
+        assert_eq!(
+            responses(taken),
+            Verdict::Reject(Field::MmProcessorKwargs),
+            "{taken}"
+        );
+    }
+    let chat = |member: &str| {
+        let body = format!(
+            r#"{{"model":"tiny","messages":[{{"role":"user","content":"hi"}}],{member},"mm_processor_kwargs":{{"a":1}}}}"#
+        );
+        v(RouteKind::Chat, &body, &up)
+    };
+    for refused in [
+        r#""stream_interval":"0""#,
+        r#""stream_interval":"0.0""#,
+        r#""stream_interval":" +0 ""#,
+        r#""stream_interval":NaN"#,
+        r#""truncate_prompt_tokens":"-2""#,
+        r#""priority":"9223372036854775808""#,
+        r#""seed":"-9223372036854775809""#,
+    ] {
+        assert!(matches!(chat(refused), Verdict::Invalid(_)), "{refused}");
+    }
+    for taken in [
+        r#""stream_interval":"1""#,
+        r#""truncate_prompt_tokens":"-1""#,
+        r#""seed":"1_0""#,
+    ] {
+        assert_eq!(
+            chat(taken),
+            Verdict::Reject(Field::MmProcessorKwargs),
+            "{taken}"
+        );
+    }
+}

@@ -484,6 +484,17 @@ fn certainly_invalid(f: &FieldTy, m: &Member, findings: &Findings) -> bool {
         {
             true
         }
+        // NaN and the infinities lie outside any bounds (an `int` refuses them anyway).
+        Kind::NonFinite if f.range.is_some() => true,
+        // A numeric string is read as the one number type, then bounded.
+        Kind::Str { .. }
+            if matches!(f.tys, [Ty::Int] | [Ty::Float])
+                && f.range.is_some_and(|(lo, hi)| {
+                    m.string_within(lo, hi, f.tys == [Ty::Float]) == Some(false)
+                }) =>
+        {
+            true
+        }
         _ => f.tys.iter().all(|&ty| refuses(ty, m, findings)),
     }
 }

@@ -97,6 +97,33 @@ impl Scalar {
         })
     }
 
+    /// For a kept string that pydantic's lax `int` (`float`: its `float`) takes: whether its
+    /// value lies within `lo..=hi` (`inf` and `nan` never do); `None` for another value, or
+    /// a string too long to have been kept.
+    pub fn string_within(&self, lo: i128, hi: i128, float: bool) -> Option<bool> {
+        let c = self.coerce();
+        if !(if float { c.float } else { c.int }) {
+            return None;
+        }
+        let text = self.text()?;
+        let t: String = std::str::from_utf8(trim(&text))
+            .ok()?
+            .chars()
+            .filter(|&c| c != '_')
+            .collect();
+        if !float {
+            // Digits with an optional fraction of zeros.
+            let n: i128 = t.split('.').next()?.parse().ok()?;
+            return Some((lo..=hi).contains(&n));
+        }
+        let word = t.trim_start_matches(['+', '-']).to_ascii_lowercase();
+        if matches!(word.as_str(), "inf" | "infinity" | "nan") {
+            return Some(false);
+        }
+        let x: f64 = t.parse().ok()?;
+        Some(lo as f64 <= x && x <= hi as f64)
+    }
+
     /// For a string: whether it is one of `words` (exactly, as pydantic compares a
     /// `Literal`); `None` for a string too long to have been kept, or for another value.
     pub fn is_one_of(&self, words: &[&str]) -> Option<bool> {

@@ -403,6 +403,12 @@ impl Member {
         self.scalar.number_within(lo, hi)
     }
 
+    /// For a string pydantic's lax `int` (`float`: `float`) reads: whether its value lies
+    /// within `lo..=hi` (`None` when that is not known).
+    pub fn string_within(&self, lo: i128, hi: i128, float: bool) -> Option<bool> {
+        self.scalar.string_within(lo, hi, float)
+    }
+
     /// The value as a `bool` field holds it once validated: pydantic's lax reading of a
     /// boolean, number or string, else its truthiness (a value pydantic refuses before
     /// any check reads it).

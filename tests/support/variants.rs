@@ -222,6 +222,11 @@ const EARLIER: &[&str] = &[
     r#""documents":[{"a":1}]"#,
     r#""query":{"content":[]}"#,
     r#""prompt":[[1],["a"]]"#,
+    r#""frequency_penalty":NaN"#,
+    r#""frequency_penalty":"3""#,
+    r#""stream_interval":"0.0""#,
+    r#""seed":"-9223372036854775809""#,
+    r#""truncate_prompt_tokens":" -2 ""#,
 ];
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
