@@ -76,19 +76,20 @@ impl Scalar {
         Some(scan::decoded(&bytes[1..usize::from(len) - 1]))
     }
 
+    /// A kept string as pydantic reads a number from it: trimmed, without underscores.
+    fn number_text(&self) -> Option<String> {
+        let text = self.text()?;
+        let t = std::str::from_utf8(trim(&text)).ok()?;
+        Some(t.chars().filter(|&c| c != '_').collect())
+    }
+
     /// For a kept string that pydantic's lax `int` takes: its value's sign as -1, below,
     /// at or above zero (`Some(-1)`, `Some(-2)`, `Some(0)`, `Some(1)`); `None` otherwise.
     pub fn int_string_sign(&self) -> Option<i8> {
         if !self.coerce().int {
             return None;
         }
-        let text = self.text()?;
-        let digits: String = std::str::from_utf8(trim(&text))
-            .ok()?
-            .chars()
-            .filter(|&c| c != '_')
-            .collect();
-        let x: f64 = digits.parse().ok()?;
+        let x: f64 = self.number_text()?.parse().ok()?;
         Some(match x {
             -1.0 => -1,
             x if x < 0.0 => -2,
@@ -105,12 +106,7 @@ impl Scalar {
         if !(if float { c.float } else { c.int }) {
             return None;
         }
-        let text = self.text()?;
-        let t: String = std::str::from_utf8(trim(&text))
-            .ok()?
-            .chars()
-            .filter(|&c| c != '_')
-            .collect();
+        let t = self.number_text()?;
         if !float {
             // Digits with an optional fraction of zeros.
             let n: i128 = t.split('.').next()?.parse().ok()?;
