@@ -46,6 +46,7 @@ header_ids = ["a"]
 certificate_names = ["a.example"]
 [vllm]
 served_models = ["tiny"]
+max_completion_prompts = 1024
 [log]
 kwargs_values = true
 "#;

@@ -41,7 +41,13 @@ pub struct UpstreamFacts {
     /// The served model renders fill-in-the-middle prompts, so a completion's `suffix` with
     /// a text prompt is accepted (otherwise vLLM refuses it before the gate).
     pub fim_suffix: bool,
+    /// The upstream's `VLLM_MAX_COMPLETION_PROMPTS`: the most prompts (or prompt
+    /// embeddings) a completion may list; `None` for vLLM's default, 1024.
+    pub max_completion_prompts: Option<usize>,
 }
+
+/// vLLM's default `VLLM_MAX_COMPLETION_PROMPTS`.
+pub const MAX_COMPLETION_PROMPTS: usize = 1024;
 
 /// vLLM's answer to a request, as far as the gate is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,7 +195,7 @@ fn invocations_route(f: &Findings, up: &UpstreamFacts) -> Option<RouteKind> {
     INVOCATION_TYPES
         .into_iter()
         .filter(|r| served.contains(r))
-        .find(|&r| request_errors(r, f, false).is_none())
+        .find(|&r| request_errors(r, f, up, false).is_none())
 }
 
 fn family(route: RouteKind) -> Family {
@@ -244,13 +250,24 @@ fn type_errors(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Option<Inv
     if route == RouteKind::Invocations {
         return invocations_errors(f, up);
     }
-    request_errors(route, f, true)
+    request_errors(route, f, up, true)
 }
 
 /// What the route's request models certainly refuse (`model`: whether the body's `model` is
 /// validated; on `/invocations` SageMaker's adapter injection replaces it with the adapter
 /// header's value, null without one).
-fn request_errors(route: RouteKind, f: &Findings, model: bool) -> Option<Invalid> {
+fn request_errors(
+    route: RouteKind,
+    f: &Findings,
+    up: &UpstreamFacts,
+    model: bool,
+) -> Option<Invalid> {
+    let completion = matches!(route, RouteKind::Completions | RouteKind::CompletionsRender);
+    if completion {
+        if let Some(parameter) = too_many_prompts(f, up) {
+            return Some(Invalid::ModelCheck(parameter));
+        }
+    }
     let declared = route_declared(route);
     let gated = || declared.mistyped_gated(f);
     match declared.refusal(f) {
@@ -275,11 +292,27 @@ fn request_errors(route: RouteKind, f: &Findings, model: bool) -> Option<Invalid
             return Some(field_type(field, "of the type vLLM declares", gated()));
         }
     }
-    let completion = matches!(route, RouteKind::Completions | RouteKind::CompletionsRender);
     if completion && f.facts.prompt == PromptForm::Mixed {
         return Some(field_type("prompt", MIXED_PROMPT, gated()));
     }
     None
+}
+
+/// `CompletionRequest.validate_prompt_list_length`: a `prompt` list of more than the
+/// server's `VLLM_MAX_COMPLETION_PROMPTS` elements, unless it is a token list (its first
+/// element a Python `int`: vLLM's `is_list_of` looks at that one only), or a
+/// `prompt_embeds` list of more.
+fn too_many_prompts(f: &Findings, up: &UpstreamFacts) -> Option<&'static str> {
+    let max = up.max_completion_prompts.unwrap_or(MAX_COMPLETION_PROMPTS);
+    let listed = |name| {
+        f.member(name)
+            .filter(|m| matches!(m.kind, Kind::Array { .. }))
+            .map_or(0, |m| m.len)
+    };
+    if listed("prompt") > max && !f.facts.prompt_first_int {
+        return Some("prompt");
+    }
+    (listed("prompt_embeds") > max).then_some("prompt_embeds")
 }
 
 const MIXED_PROMPT: &str = "a string or a list of strings, integers or integer lists";

@@ -867,3 +867,59 @@ fn bounds_hold_for_non_finite_numbers_and_numeric_strings() {
         );
     }
 }
+
+/// `VLLM_MAX_COMPLETION_PROMPTS` (1024 unless the policy names the server's): a completion
+/// listing more prompts is refused before the gate, unless its first prompt is a token id
+/// (vLLM's `is_list_of` looks at the first element only); so is a longer `prompt_embeds`.
+#[test]
+fn completions_list_at_most_the_servers_prompts() {
+    let body = |prompt: &str| {
+        format!(r#"{{"model":"tiny","prompt":{prompt},"mm_processor_kwargs":{{"a":1}}}}"#)
+    };
+    let list = |first: &str, n: usize| format!("[{first}{}]", r#","a""#.repeat(n - 1));
+    let up = UpstreamFacts::default();
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    let prompts = Verdict::Invalid(Invalid::ModelCheck("prompt"));
+    for route in [RouteKind::Completions, RouteKind::CompletionsRender] {
+        assert_eq!(v(route, &body(&list(r#""a""#, 1024)), &up), gate);
+        assert_eq!(v(route, &body(&list(r#""a""#, 1025)), &up), prompts);
+    }
+    // The first element decides whether it is a token list.
+    for first in ["7", "true"] {
+        let mixed = body(&list(first, 1025));
+        assert!(
+            !matches!(
+                v(RouteKind::Completions, &mixed, &up),
+                Verdict::Invalid(Invalid::ModelCheck(_))
+            ),
+            "{first}"
+        );
+    }
+    assert_eq!(
+        v(RouteKind::Completions, &body(&list("7.0", 1025)), &up),
+        prompts
+    );
+    let tokens = format!("[{}]", ["1"; 2000].join(","));
+    assert_eq!(v(RouteKind::Completions, &body(&tokens), &up), gate);
+    let embeds = format!(
+        r#"{{"model":"tiny","prompt_embeds":[{}],"mm_processor_kwargs":{{"a":1}}}}"#,
+        [r#""e""#; 1025].join(",")
+    );
+    assert_eq!(
+        v(RouteKind::Completions, &embeds, &up),
+        Verdict::Invalid(Invalid::ModelCheck("prompt_embeds"))
+    );
+    // The server's own setting, from the policy.
+    let raised = UpstreamFacts {
+        max_completion_prompts: Some(4096),
+        ..Default::default()
+    };
+    assert_eq!(
+        v(
+            RouteKind::Completions,
+            &body(&list(r#""a""#, 1025)),
+            &raised
+        ),
+        gate
+    );
+}

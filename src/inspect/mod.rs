@@ -148,6 +148,8 @@ pub struct Facts {
     pub truncate_prompt_tokens: bool,
     /// The shape of `prompt` (its last occurrence).
     pub prompt: PromptForm,
+    /// `prompt` is a list whose first element is a Python `int` (an integer or a boolean).
+    pub prompt_first_int: bool,
     /// The signs the logprobs checks compare.
     pub signs: Signs,
     /// `n` is present, not null, and not equal to 1 as Python compares (`true` and `1.0`
@@ -777,7 +779,7 @@ fn fact_value(
             kind
         }
         b"prompt" if sc.peek() == Some(b'[') => {
-            let (form, kind) = prompt_list(sc, &mut shape.nested)?;
+            let (form, kind) = prompt_list(sc, &mut shape.nested, &mut facts.prompt_first_int)?;
             facts.prompt = form;
             kind
         }
@@ -898,10 +900,20 @@ fn object_members(sc: &mut Scanner<'_>, names: &[&[u8]]) -> Result<(Kind, Vec<bo
 fn prompt_list(
     sc: &mut Scanner<'_>,
     nested: &mut KindSet,
+    first_int: &mut bool,
 ) -> Result<(PromptForm, Kind), SyntaxError> {
-    let (mut texts, mut lists) = (true, true);
+    let (mut texts, mut lists, mut first) = (true, true, true);
+    *first_int = false;
     let empty = sc.elements(2, |sc| {
+        let start = sc.pos;
         let kind = sc.value(3)?;
+        if std::mem::take(&mut first) {
+            // A Python `int` (a `bool` is one too): an integer literal, not `1.0`.
+            let literal = &sc.text()[start..sc.pos];
+            *first_int = matches!(kind, Kind::Bool(_))
+                || (matches!(kind, Kind::Number { .. })
+                    && !literal.iter().any(|b| matches!(b, b'.' | b'e' | b'E')));
+        }
         texts &= matches!(kind, Kind::Str { .. });
         lists &= matches!(kind, Kind::Array { .. });
         if lists {
