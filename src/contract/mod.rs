@@ -41,6 +41,10 @@ pub struct UpstreamFacts {
     /// The served model renders fill-in-the-middle prompts, so a completion's `suffix` with
     /// a text prompt is accepted (otherwise vLLM refuses it before the gate).
     pub fim_suffix: bool,
+    /// The upstream runs a Mistral tokenizer (`--tokenizer-mode mistral`): its chat
+    /// renderer skips the tool-parser check and refuses any `chat_template` or
+    /// `chat_template_kwargs` instead.
+    pub mistral_tokenizer: bool,
     /// The upstream's `VLLM_MAX_COMPLETION_PROMPTS`: the most prompts (or prompt
     /// embeddings) a completion may list; `None` for vLLM's default, 1024.
     pub max_completion_prompts: Option<usize>,
@@ -123,6 +127,9 @@ pub enum Invalid {
     /// "Cannot find suitable handler for request").
     #[error("no request type of the upstream's /invocations handlers takes the body")]
     NoHandler,
+    /// A `chat_template` or `chat_template_kwargs` for a Mistral tokenizer.
+    #[error("chat_template is not supported for Mistral tokenizers.")]
+    MistralTemplate,
     /// A request chat template without `--trust-request-chat-template`.
     #[error("Chat template is passed with request, but --trust-request-chat-template is not set.")]
     ChatTemplate,
@@ -459,7 +466,17 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
             // The batch route renders its conversations without the renderer's tool-choice
             // check (and its `tool_choice` can only be `"none"`).
             let batch = route == RouteKind::ChatBatch;
-            if !batch && facts.needs_tool_parser() && (!up.tool_call_parser || !facts.has_tools()) {
+            if !batch && up.mistral_tokenizer {
+                // `validate_request_params` of vLLM's Mistral tokenizer, instead of the
+                // tool-parser check.
+                let given = |name| f.member(name).is_some_and(|m| m.kind != Kind::Null);
+                if given("chat_template") || given("chat_template_kwargs") {
+                    return Verdict::Invalid(Invalid::MistralTemplate);
+                }
+            } else if !batch
+                && facts.needs_tool_parser()
+                && (!up.tool_call_parser || !facts.has_tools())
+            {
                 return Verdict::Invalid(Invalid::ToolChoice);
             }
             if !up.trust_request_chat_template && facts.sends_chat_template() {

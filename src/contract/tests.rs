@@ -923,3 +923,38 @@ fn completions_list_at_most_the_servers_prompts() {
         gate
     );
 }
+
+/// With a Mistral tokenizer vLLM's chat renderer runs `validate_request_params` instead of
+/// the tool-parser check: `tool_choice` reaches the gate without a parser, and any
+/// `chat_template` or `chat_template_kwargs` (even `{}`) is refused first.
+#[test]
+fn a_mistral_tokenizer_trades_the_tool_parser_check_for_its_own() {
+    let chat = |member: &str| {
+        format!(
+            r#"{{"model":"tiny","messages":[{{"role":"user","content":"hi"}}],{member},"mm_processor_kwargs":{{"a":1}}}}"#
+        )
+    };
+    let tools =
+        chat(r#""tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"auto""#);
+    let kwargs = chat(r#""chat_template_kwargs":{}"#);
+    let plain = UpstreamFacts::default();
+    let mistral = UpstreamFacts {
+        mistral_tokenizer: true,
+        ..Default::default()
+    };
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    for route in [RouteKind::Chat, RouteKind::ChatRender] {
+        assert_eq!(
+            v(route, &tools, &plain),
+            Verdict::Invalid(Invalid::ToolChoice)
+        );
+        assert_eq!(v(route, &tools, &mistral), gate);
+        assert_eq!(v(route, &kwargs, &plain), gate);
+        assert_eq!(
+            v(route, &kwargs, &mistral),
+            Verdict::Invalid(Invalid::MistralTemplate)
+        );
+        let null = chat(r#""chat_template":null"#);
+        assert_eq!(v(route, &null, &mistral), gate);
+    }
+}
