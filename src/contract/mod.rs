@@ -284,6 +284,13 @@ fn request_errors(
         }
         None => {}
     }
+    if f.facts.structured_outputs_refused && declares_structured_outputs(route) {
+        return Some(field_type(
+            "structured_outputs",
+            STRUCTURED_OUTPUTS,
+            gated(),
+        ));
+    }
     if let (true, StrField::Other(_)) = (model, &f.facts.model) {
         return Some(field_type("model", "a string", gated()));
     }
@@ -321,6 +328,24 @@ fn too_many_prompts(f: &Findings, up: &UpstreamFacts) -> Option<&'static str> {
     }
     (listed("prompt_embeds") > max).then_some("prompt_embeds")
 }
+
+/// The routes whose request models declare `structured_outputs` (vLLM's
+/// `StructuredOutputsParams`, a dataclass the generated tables do not describe).
+fn declares_structured_outputs(route: RouteKind) -> bool {
+    matches!(
+        route,
+        RouteKind::Chat
+            | RouteKind::ChatRender
+            | RouteKind::ChatBatch
+            | RouteKind::Completions
+            | RouteKind::CompletionsRender
+            | RouteKind::Responses
+            | RouteKind::ResponsesRender
+    )
+}
+
+const STRUCTURED_OUTPUTS: &str =
+    "an object of StructuredOutputsParams' fields with exactly one constraint";
 
 const MIXED_PROMPT: &str = "a string or a list of strings, integers or integer lists";
 

@@ -958,3 +958,61 @@ fn a_mistral_tokenizer_trades_the_tool_parser_check_for_its_own() {
         assert_eq!(v(route, &null, &mistral), gate);
     }
 }
+
+/// `structured_outputs` is vLLM's `StructuredOutputsParams` dataclass: an object (or null)
+/// whose fields take their types, with exactly one of its six constraints set.
+#[test]
+fn structured_outputs_are_read_as_the_dataclass_reads_them() {
+    let up = UpstreamFacts::default();
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    let bodies = [
+        (
+            RouteKind::Chat,
+            r#""messages":[{"role":"user","content":"hi"}]"#,
+        ),
+        (RouteKind::CompletionsRender, r#""prompt":"hi""#),
+        (RouteKind::Responses, r#""input":"hi""#),
+    ];
+    for (route, base) in bodies {
+        let with = |so: &str| {
+            let body = format!(
+                r#"{{"model":"tiny",{base},"structured_outputs":{so},"mm_processor_kwargs":{{"a":1}}}}"#
+            );
+            v(route, &body, &up)
+        };
+        for taken in [
+            "null",
+            r#"{"regex":"a"}"#,
+            r#"{"json":{}}"#,
+            r#"{"json_object":false}"#,
+            r#"{"json_object":"yes"}"#,
+            r#"{"choice":["a"]}"#,
+            r#"{"regex":"a","extra":1,"disable_additional_properties":1}"#,
+        ] {
+            assert_eq!(with(taken), gate, "{route:?} {taken}");
+        }
+        for refused in [
+            "{}",
+            r#""x""#,
+            "[]",
+            r#"{"regex":null}"#,
+            r#"{"grammar":"x","regex":"y"}"#,
+            r#"{"json_object":true,"regex":"a"}"#,
+            r#"{"regex":5}"#,
+            r#"{"json":[]}"#,
+            r#"{"choice":"a"}"#,
+            r#"{"json_object":"x"}"#,
+            r#"{"regex":"a","disable_any_whitespace":null}"#,
+            r#"{"regex":"a","whitespace_pattern":5}"#,
+        ] {
+            assert!(
+                matches!(with(refused), Verdict::Invalid(_)),
+                "{route:?} {refused}"
+            );
+        }
+    }
+    // Routes whose models do not declare it leave it to the gate.
+    let tokenize =
+        r#"{"model":"tiny","prompt":"hi","structured_outputs":{},"mm_processor_kwargs":{"a":1}}"#;
+    assert_eq!(v(RouteKind::Tokenize, tokenize, &up), gate);
+}

@@ -229,7 +229,8 @@ fn text(s: &[u8]) -> Coerce {
     }
 }
 
-fn bool_word(s: &[u8]) -> Option<bool> {
+/// pydantic's lax reading of a boolean's word (`None`: no boolean).
+pub(super) fn bool_word(s: &[u8]) -> Option<bool> {
     if s.len() > 5 {
         return None;
     }

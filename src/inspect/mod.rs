@@ -160,6 +160,10 @@ pub struct Facts {
     pub json_schema_missing: bool,
     /// How many of `structured_outputs`'s `json`, `regex` and `choice` are set (not null).
     pub structured_constraints: u8,
+    /// vLLM's `StructuredOutputsParams` refuses `structured_outputs` (its last occurrence):
+    /// not an object or null, a member of a type its field does not take, or not exactly
+    /// one constraint set.
+    pub structured_outputs_refused: bool,
 }
 
 /// The shape of a completion request's `prompt` (`str | list[str] | list[int] |
@@ -800,8 +804,9 @@ fn fact_value(
             sc.value(2)?
         }
         b"structured_outputs" => {
-            let (kind, set) = object_members(sc, &[b"json", b"regex", b"choice"])?;
-            facts.structured_constraints = set.iter().filter(|&&m| m).count() as u8;
+            let (kind, read) = shapes::structured_outputs(sc)?;
+            facts.structured_constraints = read.constraints;
+            facts.structured_outputs_refused = read.refused;
             kind
         }
         b"chat_template_kwargs" if sc.peek() == Some(b'{') => {
@@ -877,22 +882,6 @@ fn note_read(name: &[u8], kind: Kind, facts: &mut Facts) {
     if let Some(read) = read {
         facts.read.0[read as usize] = Some(kind);
     }
-}
-
-/// Scans a top-level value: for an object, which of `names` it sets (not null; the last
-/// duplicate counts); a value of another kind sets none.
-fn object_members(sc: &mut Scanner<'_>, names: &[&[u8]]) -> Result<(Kind, Vec<bool>), SyntaxError> {
-    if sc.peek() != Some(b'{') {
-        return Ok((sc.value(2)?, vec![false; names.len()]));
-    }
-    let mut keys = Vec::new();
-    let (kind, object) = shapes::Reader::new(&mut keys).object(sc, 2)?;
-    let object = object.view(&keys);
-    let set = names
-        .iter()
-        .map(|name| object.get(name).is_some_and(|k| k.kind != Kind::Null))
-        .collect();
-    Ok((kind, set))
 }
 
 /// Scans a `prompt` list: which of pydantic's list types its elements fit (and the kinds of

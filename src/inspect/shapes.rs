@@ -94,6 +94,11 @@ impl Name {
     pub fn is(&self, other: &[u8]) -> bool {
         self.bytes.get(..self.len as usize) == Some(other)
     }
+
+    /// The name, if it was short enough to be kept.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        self.bytes.get(..self.len as usize)
+    }
 }
 
 impl std::fmt::Debug for Name {
@@ -544,4 +549,81 @@ fn function_definition(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError
 /// Whether pydantic's lax mode takes the value as `bool | None`.
 fn bool_or_null(kind: Kind, token: &[u8]) -> bool {
     matches!(kind, Kind::Null | Kind::Bool(_)) || coerce::of(kind, token).bool.is_some()
+}
+
+/// What a request's `structured_outputs` holds, read as vLLM's `StructuredOutputsParams`
+/// dataclass reads it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct StructuredOutputs {
+    /// How many of `json`, `regex` and `choice` are set (not null), which the request
+    /// models' own check counts.
+    pub(super) constraints: u8,
+    /// Whether the dataclass refuses it: a value that is neither an object nor null, a
+    /// member of a type its field does not take, or not exactly one of its six constraints
+    /// set (its `__post_init__`).
+    pub(super) refused: bool,
+}
+
+/// The dataclass's fields: the kinds each takes (`bool` fields are checked by their words
+/// too), and whether it is one of the constraints of which exactly one must be set.
+const STRUCTURED_FIELDS: [(&[u8], KindSet, bool, bool); 9] = {
+    let text = KindSet::STR.or(KindSet::NOT_INT).or(KindSet::NULL);
+    let flag = KindSet::BOOL
+        .or(KindSet::NUMBER)
+        .or(KindSet::STR)
+        .or(KindSet::NOT_INT);
+    [
+        (b"json", text.or(KindSet::OBJECT), false, true),
+        (b"regex", text, false, true),
+        (b"choice", KindSet::ARRAY.or(KindSet::NULL), false, true),
+        (b"grammar", text, false, true),
+        (b"json_object", flag.or(KindSet::NULL), true, true),
+        (b"structural_tag", text, false, true),
+        (b"disable_any_whitespace", flag, true, false),
+        (b"disable_additional_properties", flag, true, false),
+        (b"whitespace_pattern", text, false, false),
+    ]
+};
+
+/// Scans `structured_outputs` at the cursor (a top-level member's value).
+pub(super) fn structured_outputs(
+    sc: &mut Scanner<'_>,
+) -> Result<(Kind, StructuredOutputs), SyntaxError> {
+    if sc.peek() != Some(b'{') {
+        let kind = sc.value(2)?;
+        let refused = kind != Kind::Null;
+        return Ok((
+            kind,
+            StructuredOutputs {
+                constraints: 0,
+                refused,
+            },
+        ));
+    }
+    let mut keys = Vec::new();
+    let (kind, object) = Reader::new(&mut keys).object(sc, 2)?;
+    let object = object.view(&keys);
+    let (mut read, mut set, mut refused) = (0, 0, false);
+    for (i, &(name, kinds, flag, constraint)) in STRUCTURED_FIELDS.iter().enumerate() {
+        let Some(key) = object.get(name) else {
+            continue;
+        };
+        refused |= !key.kinds.within(kinds);
+        // A boolean takes a number 0 or 1 (only 0 is told apart here) and its words.
+        if flag && matches!(key.kind, Kind::Str { .. }) {
+            let word = key.text.as_ref().and_then(Name::bytes);
+            refused |= word.is_some_and(|w| super::coerce::bool_word(w).is_none());
+        }
+        if key.kind != Kind::Null {
+            set += u8::from(constraint);
+            read += u8::from(i < 3);
+        }
+    }
+    Ok((
+        kind,
+        StructuredOutputs {
+            constraints: read,
+            refused: refused || set != 1,
+        },
+    ))
 }

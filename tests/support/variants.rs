@@ -227,6 +227,9 @@ const EARLIER: &[&str] = &[
     r#""stream_interval":"0.0""#,
     r#""seed":"-9223372036854775809""#,
     r#""truncate_prompt_tokens":" -2 ""#,
+    r#""structured_outputs":{}"#,
+    r#""structured_outputs":{"regex":5}"#,
+    r#""structured_outputs":{"grammar":"g","json_object":false}"#,
 ];
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
