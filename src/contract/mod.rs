@@ -284,12 +284,17 @@ fn request_errors(
         }
         None => {}
     }
-    if f.facts.structured_outputs_refused && declares_structured_outputs(route) {
-        return Some(field_type(
-            "structured_outputs",
-            STRUCTURED_OUTPUTS,
-            gated(),
-        ));
+    if generating(route) {
+        if f.facts.structured_outputs_refused {
+            return Some(field_type(
+                "structured_outputs",
+                STRUCTURED_OUTPUTS,
+                gated(),
+            ));
+        }
+        if f.facts.logit_bias_refused {
+            return Some(field_type("logit_bias", "an object of numbers", gated()));
+        }
     }
     if let (true, StrField::Other(_)) = (model, &f.facts.model) {
         return Some(field_type("model", "a string", gated()));
@@ -329,9 +334,11 @@ fn too_many_prompts(f: &Findings, up: &UpstreamFacts) -> Option<&'static str> {
     (listed("prompt_embeds") > max).then_some("prompt_embeds")
 }
 
-/// The routes whose request models declare `structured_outputs` (vLLM's
-/// `StructuredOutputsParams`, a dataclass the generated tables do not describe).
-fn declares_structured_outputs(route: RouteKind) -> bool {
+/// The routes of vLLM's generating request models (chat, batch, completion, Responses),
+/// which declare `structured_outputs` (its `StructuredOutputsParams`, a dataclass the
+/// generated tables do not describe) and `logit_bias` (`dict[str, float]`, whose values
+/// they do not describe).
+fn generating(route: RouteKind) -> bool {
     matches!(
         route,
         RouteKind::Chat

@@ -1016,3 +1016,40 @@ fn structured_outputs_are_read_as_the_dataclass_reads_them() {
         r#"{"model":"tiny","prompt":"hi","structured_outputs":{},"mm_processor_kwargs":{"a":1}}"#;
     assert_eq!(v(RouteKind::Tokenize, tokenize, &up), gate);
 }
+
+/// `logit_bias` is `dict[str, float]`: a value pydantic's lax `float` refuses (null, a
+/// list, an object, a string that spells no number) is refused before the gate.
+#[test]
+fn logit_bias_values_are_floats() {
+    let up = UpstreamFacts::default();
+    let with = |lb: &str| {
+        let body = format!(
+            r#"{{"model":"tiny","prompt":"hi","logit_bias":{lb},"mm_processor_kwargs":{{"a":1}}}}"#
+        );
+        v(RouteKind::Completions, &body, &up)
+    };
+    for taken in [
+        r#"{"1":1}"#,
+        r#"{"1":" 2 "}"#,
+        r#"{"1":true}"#,
+        r#"{"1":NaN}"#,
+        r#"{"1":"1_000"}"#,
+        "{}",
+        "null",
+    ] {
+        assert_eq!(
+            with(taken),
+            Verdict::Reject(Field::MmProcessorKwargs),
+            "{taken}"
+        );
+    }
+    for refused in [
+        r#"{"1":"x"}"#,
+        r#"{"1":null}"#,
+        r#"{"1":[]}"#,
+        r#"{"1":{}}"#,
+        r#"{"1":1,"2":"y"}"#,
+    ] {
+        assert!(matches!(with(refused), Verdict::Invalid(_)), "{refused}");
+    }
+}

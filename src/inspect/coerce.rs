@@ -219,7 +219,7 @@ fn string(raw: &[u8]) -> Coerce {
 }
 
 /// A string's decoded (WTF-8) text.
-fn text(s: &[u8]) -> Coerce {
+pub(super) fn text(s: &[u8]) -> Coerce {
     let t = trim(s);
     let number = starts_number(t);
     Coerce {

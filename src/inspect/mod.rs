@@ -164,6 +164,8 @@ pub struct Facts {
     /// not an object or null, a member of a type its field does not take, or not exactly
     /// one constraint set.
     pub structured_outputs_refused: bool,
+    /// `logit_bias` (its last occurrence) holds a value pydantic's `float` refuses.
+    pub logit_bias_refused: bool,
 }
 
 /// The shape of a completion request's `prompt` (`str | list[str] | list[int] |
@@ -802,6 +804,11 @@ fn fact_value(
         b"response_format" => {
             facts.json_schema_missing = false;
             sc.value(2)?
+        }
+        b"logit_bias" => {
+            let (kind, refused) = shapes::logit_bias(sc)?;
+            facts.logit_bias_refused = refused;
+            kind
         }
         b"structured_outputs" => {
             let (kind, read) = shapes::structured_outputs(sc)?;

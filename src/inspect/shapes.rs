@@ -627,3 +627,24 @@ pub(super) fn structured_outputs(
         },
     ))
 }
+
+/// Scans `logit_bias` at the cursor (a top-level member's value, `dict[str, float] | None`):
+/// whether some value is one pydantic's lax `float` refuses (null, a list, an object, or a
+/// string that spells no number; strings longer than a kept name are not judged).
+pub(super) fn logit_bias(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
+    if sc.peek() != Some(b'{') {
+        return Ok((sc.value(2)?, false));
+    }
+    let mut keys = Vec::new();
+    let (kind, _) = Reader::new(&mut keys).object(sc, 2)?;
+    let number = KindSet::BOOL
+        .or(KindSet::NUMBER)
+        .or(KindSet::NON_FINITE)
+        .or(KindSet::STR)
+        .or(KindSet::NOT_INT);
+    let refused = keys.iter().any(|k| {
+        let word = k.text.as_ref().and_then(Name::bytes);
+        !k.kinds.within(number) || word.is_some_and(|w| !super::coerce::text(w).float)
+    });
+    Ok((kind, refused))
+}

@@ -230,6 +230,7 @@ const EARLIER: &[&str] = &[
     r#""structured_outputs":{}"#,
     r#""structured_outputs":{"regex":5}"#,
     r#""structured_outputs":{"grammar":"g","json_object":false}"#,
+    r#""logit_bias":{"1":"x"}"#,
 ];
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
