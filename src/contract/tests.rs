@@ -9,6 +9,13 @@ fn v(route: RouteKind, body: &str, up: &UpstreamFacts) -> Verdict {
     )
 }
 
+/// `route`'s verdict on a body of `base`'s members, `member` and a truthy
+/// `mm_processor_kwargs`.
+fn with_kwargs(route: RouteKind, base: &str, member: &str, up: &UpstreamFacts) -> Verdict {
+    let body = format!(r#"{{"model":"tiny",{base},{member},"mm_processor_kwargs":{{"a":1}}}}"#);
+    v(route, &body, up)
+}
+
 /// FastAPI routes before it reads anything: a route the upstream does not serve is its
 /// 404 whatever the content type or body (seen on a real embedding server's /classify).
 #[test]
@@ -804,10 +811,8 @@ fn invocations_bodies_name_no_model() {
 fn bounds_hold_for_non_finite_numbers_and_numeric_strings() {
     let up = UpstreamFacts::default();
     let responses = |value: &str| {
-        let body = format!(
-            r#"{{"model":"tiny","input":"hi","frequency_penalty":{value},"mm_processor_kwargs":{{"a":1}}}}"#
-        );
-        v(RouteKind::Responses, &body, &up)
+        let member = format!(r#""frequency_penalty":{value}"#);
+        with_kwargs(RouteKind::Responses, r#""input":"hi""#, &member, &up)
     };
     for refused in [
         "NaN",
@@ -839,10 +844,8 @@ fn bounds_hold_for_non_finite_numbers_and_numeric_strings() {
         );
     }
     let chat = |member: &str| {
-        let body = format!(
-            r#"{{"model":"tiny","messages":[{{"role":"user","content":"hi"}}],{member},"mm_processor_kwargs":{{"a":1}}}}"#
-        );
-        v(RouteKind::Chat, &body, &up)
+        let base = r#""messages":[{"role":"user","content":"hi"}]"#;
+        with_kwargs(RouteKind::Chat, base, member, &up)
     };
     for refused in [
         r#""stream_interval":"0""#,
@@ -974,12 +977,8 @@ fn structured_outputs_are_read_as_the_dataclass_reads_them() {
         (RouteKind::Responses, r#""input":"hi""#),
     ];
     for (route, base) in bodies {
-        let with = |so: &str| {
-            let body = format!(
-                r#"{{"model":"tiny",{base},"structured_outputs":{so},"mm_processor_kwargs":{{"a":1}}}}"#
-            );
-            v(route, &body, &up)
-        };
+        let with =
+            |so: &str| with_kwargs(route, base, &format!(r#""structured_outputs":{so}"#), &up);
         for taken in [
             "null",
             r#"{"regex":"a"}"#,
@@ -1023,10 +1022,8 @@ fn structured_outputs_are_read_as_the_dataclass_reads_them() {
 fn logit_bias_values_are_floats() {
     let up = UpstreamFacts::default();
     let with = |lb: &str| {
-        let body = format!(
-            r#"{{"model":"tiny","prompt":"hi","logit_bias":{lb},"mm_processor_kwargs":{{"a":1}}}}"#
-        );
-        v(RouteKind::Completions, &body, &up)
+        let member = format!(r#""logit_bias":{lb}"#);
+        with_kwargs(RouteKind::Completions, r#""prompt":"hi""#, &member, &up)
     };
     for taken in [
         r#"{"1":1}"#,
