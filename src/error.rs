@@ -252,14 +252,14 @@ impl GateError {
         let status = self.status();
         let (kind, message) = match self {
             GateError::Gate(field) => return Bytes::from_static(gate_body(*field).as_bytes()),
-            GateError::Unclassifiable(Invalid::ContentType) => {
-                return Bytes::from_static(CONTENT_TYPE_BODY.as_bytes())
-            }
-            GateError::Unclassifiable(Invalid::Body(_, Some(answer))) => return answer.clone(),
-            GateError::Unclassifiable(inv) => (
-                "BadRequestError",
-                format!("mmgate: the request body cannot be inspected, so it is refused ({inv}). vLLM refuses this body too; send a JSON object with content-type application/json."),
-            ),
+            // vLLM's very words where mmgate knows them, else its own explanation.
+            GateError::Unclassifiable(inv) => match inv.vllm_answer() {
+                Some(answer) => return answer,
+                None => (
+                    "BadRequestError",
+                    format!("mmgate: the request body cannot be inspected, so it is refused ({inv}). vLLM refuses this body too; send a JSON object with content-type application/json."),
+                ),
+            },
             GateError::BodyTooLarge { limit } => (
                 "RequestEntityTooLarge",
                 format!("mmgate: the request body is larger than the gateway's limit of {limit} bytes; send a smaller request."),

@@ -458,22 +458,10 @@ fn report(verdict: &Verdict, findings: Option<&Findings>) -> (serde_json::Value,
                 400
             };
             (
-                json!({"verdict": "invalid", "status": status, "param": null, "fields": fields, "body": vllm_answer(inv), "reason": inv.to_string()}),
+                json!({"verdict": "invalid", "status": status, "param": null, "fields": fields, "body": inv.vllm_answer().map(|b| String::from_utf8_lossy(&b).into_owned()), "reason": inv.to_string()}),
                 3,
             )
         }
-    }
-}
-
-/// vLLM's own answer to an invalid body, where mmgate knows its very words (what `strip`
-/// and `reject` answer at the edge).
-fn vllm_answer(inv: &Invalid) -> Option<String> {
-    match inv {
-        Invalid::ContentType => Some(mmgate::error::CONTENT_TYPE_BODY.to_owned()),
-        Invalid::Body(_, answer) => answer
-            .as_ref()
-            .map(|b| String::from_utf8_lossy(b).into_owned()),
-        _ => None,
     }
 }
 

@@ -141,6 +141,18 @@ impl Invalid {
         matches!(self, Invalid::ContentType | Invalid::Body(..))
     }
 
+    /// vLLM's own answer to the body, where mmgate knows its very words: the content-type
+    /// error, or its refusal of a body it cannot parse.
+    pub fn vllm_answer(&self) -> Option<Bytes> {
+        match self {
+            Invalid::ContentType => Some(Bytes::from_static(
+                crate::error::CONTENT_TYPE_BODY.as_bytes(),
+            )),
+            Invalid::Body(_, answer) => answer.clone(),
+            _ => None,
+        }
+    }
+
     /// The gated fields whose wrong types are part of this error, which must reach vLLM as
     /// sent.
     pub fn mistyped_gated(&self) -> &[Field] {
@@ -649,7 +661,7 @@ pub fn judge(
         return (Verdict::Invalid(Invalid::RouteNotServed), findings.ok());
     }
     let unparsed = |e: InspectError| {
-        let answer = unparsed::answer(route, &e, max_depth);
+        let answer = unparsed::answer(route, &e);
         (Verdict::Invalid(Invalid::Body(e, answer)), None)
     };
     if !json_content_type(content_type) {

@@ -25,9 +25,9 @@ use crate::inspect::{InspectError, DEFAULT_MAX_DEPTH};
 /// FastAPI's answer to a body whose parsing raised anything but a `JSONDecodeError`.
 pub const PARSE_ERROR_BODY: &str = r#"{"detail":"There was an error parsing the body"}"#;
 
-/// vLLM's answer to a body `inspect` refused with `error` on `route` (`max_depth`: the
-/// nesting limit it was inspected with), or `None` where mmgate cannot know its words.
-pub(super) fn answer(route: RouteKind, error: &InspectError, max_depth: usize) -> Option<Bytes> {
+/// vLLM's answer to a body `inspect` refused with `error` on `route`, or `None` where
+/// mmgate cannot know its words.
+pub(super) fn answer(route: RouteKind, error: &InspectError) -> Option<Bytes> {
     if route == RouteKind::Invocations {
         return invocations(error);
     }
@@ -55,7 +55,7 @@ pub(super) fn answer(route: RouteKind, error: &InspectError, max_depth: usize) -
             parse_error()
         }
         // Only at vLLM's own limit is "too deep" its RecursionError.
-        InspectError::Syntax(SyntaxError::TooDeep { .. }) if max_depth == DEFAULT_MAX_DEPTH => {
+        InspectError::Syntax(SyntaxError::TooDeep { limit, .. }) if *limit == DEFAULT_MAX_DEPTH => {
             parse_error()
         }
         InspectError::Syntax(_) => None,
@@ -171,7 +171,7 @@ mod tests {
     }
 
     fn text(route: RouteKind, e: &InspectError) -> Option<String> {
-        answer(route, e, DEFAULT_MAX_DEPTH).map(|b| String::from_utf8(b.to_vec()).unwrap())
+        answer(route, e).map(|b| String::from_utf8(b.to_vec()).unwrap())
     }
 
     #[test]
@@ -211,7 +211,11 @@ mod tests {
             text(RouteKind::Chat, &deep).as_deref(),
             Some(PARSE_ERROR_BODY)
         );
-        assert_eq!(answer(RouteKind::Chat, &deep, 64), None, "not vLLM's limit");
+        let shallow = InspectError::Syntax(SyntaxError::TooDeep {
+            offset: 0,
+            limit: 64,
+        });
+        assert_eq!(answer(RouteKind::Chat, &shallow), None, "not vLLM's limit");
         assert_eq!(text(RouteKind::Invocations, &deep), None);
         let path = InspectError::NotObject {
             type_name: "string",

@@ -123,6 +123,13 @@ pub struct Key {
     pub text: Option<Name>,
 }
 
+impl Key {
+    /// A string value's text, if it was short enough to be kept.
+    pub fn short_text(&self) -> Option<&[u8]> {
+        self.text.as_ref().and_then(Name::bytes)
+    }
+}
+
 /// An object's `type` member, as a union of tagged types reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TagValue {
@@ -585,12 +592,23 @@ const STRUCTURED_FIELDS: [(&[u8], KindSet, bool, bool); 9] = {
     ]
 };
 
+/// Scans a top-level member's value: an object's keys as [`Reader`] reads them (all of the
+/// list is this object's), or `None` for a value of another kind.
+fn object_keys(sc: &mut Scanner<'_>) -> Result<(Kind, Option<Vec<Key>>), SyntaxError> {
+    if sc.peek() != Some(b'{') {
+        return Ok((sc.value(2)?, None));
+    }
+    let mut keys = Vec::new();
+    let (kind, _) = Reader::new(&mut keys).object(sc, 2)?;
+    Ok((kind, Some(keys)))
+}
+
 /// Scans `structured_outputs` at the cursor (a top-level member's value).
 pub(super) fn structured_outputs(
     sc: &mut Scanner<'_>,
 ) -> Result<(Kind, StructuredOutputs), SyntaxError> {
-    if sc.peek() != Some(b'{') {
-        let kind = sc.value(2)?;
+    let (kind, keys) = object_keys(sc)?;
+    let Some(keys) = keys else {
         let refused = kind != Kind::Null;
         return Ok((
             kind,
@@ -599,10 +617,8 @@ pub(super) fn structured_outputs(
                 refused,
             },
         ));
-    }
-    let mut keys = Vec::new();
-    let (kind, object) = Reader::new(&mut keys).object(sc, 2)?;
-    let object = object.view(&keys);
+    };
+    let object = Tagged { keys: &keys };
     let (mut read, mut set, mut refused) = (0, 0, false);
     for (i, &(name, kinds, flag, constraint)) in STRUCTURED_FIELDS.iter().enumerate() {
         let Some(key) = object.get(name) else {
@@ -611,7 +627,7 @@ pub(super) fn structured_outputs(
         refused |= !key.kinds.within(kinds);
         // A boolean takes a number 0 or 1 (only 0 is told apart here) and its words.
         if flag && matches!(key.kind, Kind::Str { .. }) {
-            let word = key.text.as_ref().and_then(Name::bytes);
+            let word = key.short_text();
             refused |= word.is_some_and(|w| super::coerce::bool_word(w).is_none());
         }
         if key.kind != Kind::Null {
@@ -632,18 +648,17 @@ pub(super) fn structured_outputs(
 /// whether some value is one pydantic's lax `float` refuses (null, a list, an object, or a
 /// string that spells no number; strings longer than a kept name are not judged).
 pub(super) fn logit_bias(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
-    if sc.peek() != Some(b'{') {
-        return Ok((sc.value(2)?, false));
-    }
-    let mut keys = Vec::new();
-    let (kind, _) = Reader::new(&mut keys).object(sc, 2)?;
+    let (kind, keys) = object_keys(sc)?;
+    let Some(keys) = keys else {
+        return Ok((kind, false));
+    };
     let number = KindSet::BOOL
         .or(KindSet::NUMBER)
         .or(KindSet::NON_FINITE)
         .or(KindSet::STR)
         .or(KindSet::NOT_INT);
     let refused = keys.iter().any(|k| {
-        let word = k.text.as_ref().and_then(Name::bytes);
+        let word = k.short_text();
         !k.kinds.within(number) || word.is_some_and(|w| !super::coerce::text(w).float)
     });
     Ok((kind, refused))
