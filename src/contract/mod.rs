@@ -304,6 +304,11 @@ fn request_errors(
                 gated(),
             ));
         }
+        // Every generating route but the Responses API's declares `response_format`.
+        let formats = !matches!(route, RouteKind::Responses | RouteKind::ResponsesRender);
+        if formats && f.facts.response_format_refused {
+            return Some(field_type("response_format", RESPONSE_FORMAT, gated()));
+        }
         if f.facts.logit_bias_refused {
             return Some(field_type("logit_bias", "an object of numbers", gated()));
         }
@@ -362,6 +367,8 @@ fn generating(route: RouteKind) -> bool {
             | RouteKind::ResponsesRender
     )
 }
+
+const RESPONSE_FORMAT: &str = "a response format whose json_schema has a string name";
 
 const STRUCTURED_OUTPUTS: &str =
     "an object of StructuredOutputsParams' fields with exactly one constraint";

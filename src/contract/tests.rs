@@ -987,6 +987,11 @@ fn structured_outputs_are_read_as_the_dataclass_reads_them() {
             r#"{"json_object":"yes"}"#,
             r#"{"choice":["a"]}"#,
             r#"{"regex":"a","extra":1,"disable_additional_properties":1}"#,
+            r#"{"json_object":1.0}"#,
+            r#"{"json_object":1e0}"#,
+            r#"{"choice":[]}"#,
+            r#"{"choice":[1],"choice":["a"]}"#,
+            r#"{"regex":"a","regex":null,"regex":"b"}"#,
         ] {
             assert_eq!(with(taken), gate, "{route:?} {taken}");
         }
@@ -1003,6 +1008,14 @@ fn structured_outputs_are_read_as_the_dataclass_reads_them() {
             r#"{"json_object":"x"}"#,
             r#"{"regex":"a","disable_any_whitespace":null}"#,
             r#"{"regex":"a","whitespace_pattern":5}"#,
+            r#"{"json_object":2}"#,
+            r#"{"json_object":0.5}"#,
+            r#"{"json_object":"2"}"#,
+            r#"{"json_object":true,"disable_any_whitespace":-1}"#,
+            r#"{"choice":["a",1]}"#,
+            r#"{"choice":[null]}"#,
+            r#"{"choice":[["a"]]}"#,
+            r#"{"choice":["a"],"choice":[1]}"#,
         ] {
             assert!(
                 matches!(with(refused), Verdict::Invalid(_)),
@@ -1016,8 +1029,73 @@ fn structured_outputs_are_read_as_the_dataclass_reads_them() {
     assert_eq!(v(RouteKind::Tokenize, tokenize, &up), gate);
 }
 
+/// A `response_format` of the words `ResponseFormat` takes has its `json_schema` validated
+/// as `JsonSchemaResponseFormat`: a string `name` is required, and `description`, `schema`
+/// and `strict` take their types. (Each case checked against the render server.)
+#[test]
+fn a_response_formats_json_schema_is_read_as_its_model_reads_it() {
+    let up = UpstreamFacts::default();
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    let bodies = [
+        (
+            RouteKind::ChatRender,
+            r#""messages":[{"role":"user","content":"hi"}]"#,
+        ),
+        (RouteKind::Completions, r#""prompt":"hi""#),
+    ];
+    for (route, base) in bodies {
+        let with = |schema: &str| {
+            let member =
+                format!(r#""response_format":{{"type":"json_schema","json_schema":{schema}}}"#);
+            with_kwargs(route, base, &member, &up)
+        };
+        for taken in [
+            r#"{"name":"x"}"#,
+            r#"{"name":"x","schema":null,"strict":"yes","description":null}"#,
+            r#"{"name":"x","json_schema":3}"#,
+            r#"{},"json_schema":{"name":"x"}"#,
+        ] {
+            assert_eq!(with(taken), gate, "{route:?} {taken}");
+        }
+        for refused in [
+            "{}",
+            r#"{"schema":{}}"#,
+            r#"{"name":5}"#,
+            r#"{"name":"x","name":null}"#,
+            r#"{"name":"x","schema":[]}"#,
+            r#"{"name":"x","strict":2}"#,
+            r#"{"name":"x","description":3}"#,
+            r#"{"name":"x"},"json_schema":{}"#,
+        ] {
+            assert!(
+                matches!(with(refused), Verdict::Invalid(_)),
+                "{route:?} {refused}"
+            );
+        }
+        // `text` and `json_object` validate it too; a structural tag takes it as an extra.
+        let member =
+            |ty: &str| format!(r#""response_format":{{"type":"{ty}","json_schema":{{}}}}"#);
+        assert!(matches!(
+            with_kwargs(route, base, &member("text"), &up),
+            Verdict::Invalid(_)
+        ));
+        let tag = r#""response_format":{"type":"structural_tag","json_schema":{},"structures":[{"begin":"<a>","schema":{},"end":"</a>"}],"triggers":["<a"]}"#;
+        assert_eq!(with_kwargs(route, base, tag, &up), gate);
+    }
+    // The Responses API has no `response_format`.
+    let responses = with_kwargs(
+        RouteKind::Responses,
+        r#""input":"hi""#,
+        r#""response_format":{"type":"json_schema","json_schema":{}}"#,
+        &up,
+    );
+    assert_eq!(responses, gate);
+}
+
 /// `logit_bias` is `dict[str, float]`: a value pydantic's lax `float` refuses (null, a
-/// list, an object, a string that spells no number) is refused before the gate.
+/// list, an object, a string that spells no number, however long) is refused before the
+/// gate; as in Python's dict, a key's last value is the one read. (Each case checked
+/// against the render server.)
 #[test]
 fn logit_bias_values_are_floats() {
     let up = UpstreamFacts::default();
@@ -1031,6 +1109,10 @@ fn logit_bias_values_are_floats() {
         r#"{"1":true}"#,
         r#"{"1":NaN}"#,
         r#"{"1":"1_000"}"#,
+        r#"{"1":"                                        1.5"}"#,
+        r#"{"1":null,"1":2}"#,
+        r#"{"1":null,"\u0031":2}"#,
+        r#"{"1":"x","2":3,"1":4}"#,
         "{}",
         "null",
     ] {
@@ -1046,6 +1128,8 @@ fn logit_bias_values_are_floats() {
         r#"{"1":[]}"#,
         r#"{"1":{}}"#,
         r#"{"1":1,"2":"y"}"#,
+        r#"{"1":2,"1":null}"#,
+        r#"{"1":"1.5                                                                        x"}"#,
     ] {
         assert!(matches!(with(refused), Verdict::Invalid(_)), "{refused}");
     }

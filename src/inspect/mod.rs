@@ -158,6 +158,9 @@ pub struct Facts {
     /// `response_format` is an object whose `type` is `"json_schema"` with no
     /// `json_schema` (or a null one).
     pub json_schema_missing: bool,
+    /// `response_format` is an object of `type` `"text"`, `"json_object"` or
+    /// `"json_schema"` whose `json_schema` is an object `JsonSchemaResponseFormat` refuses.
+    pub response_format_refused: bool,
     /// How many of `structured_outputs`'s `json`, `regex` and `choice` are set (not null).
     pub structured_constraints: u8,
     /// vLLM's `StructuredOutputsParams` refuses `structured_outputs` (its last occurrence):
@@ -792,17 +795,23 @@ fn fact_value(
         // `validate_response_format` and `check_structured_outputs_count` read these.
         b"response_format" if sc.peek() == Some(b'{') => {
             // Also read as the tagged union of response formats it is.
-            let (kind, object) = shapes::Reader::new(&mut shape.keys).object(sc, 2)?;
+            let (kind, object, schema_refused) = shapes::response_format(sc, shape)?;
             let format = object.view(&shape.keys);
             let schema = format
                 .get(b"json_schema")
                 .is_some_and(|k| k.kind != Kind::Null);
             facts.json_schema_missing = format.is(b"json_schema") && !schema;
+            // `ResponseFormat`, the only format of these words, validates its `json_schema`.
+            facts.response_format_refused = schema_refused
+                && [&b"text"[..], b"json_object", b"json_schema"]
+                    .iter()
+                    .any(|&w| format.is(w));
             shape.objects.push(object);
             kind
         }
         b"response_format" => {
             facts.json_schema_missing = false;
+            facts.response_format_refused = false;
             sc.value(2)?
         }
         b"logit_bias" => {

@@ -571,44 +571,84 @@ pub(super) struct StructuredOutputs {
     pub(super) refused: bool,
 }
 
-/// The dataclass's fields: the kinds each takes (`bool` fields are checked by their words
-/// too), and whether it is one of the constraints of which exactly one must be set.
-const STRUCTURED_FIELDS: [(&[u8], KindSet, bool, bool); 9] = {
-    let text = KindSet::STR.or(KindSet::NOT_INT).or(KindSet::NULL);
-    let flag = KindSet::BOOL
-        .or(KindSet::NUMBER)
-        .or(KindSet::STR)
-        .or(KindSet::NOT_INT);
-    [
-        (b"json", text.or(KindSet::OBJECT), false, true),
-        (b"regex", text, false, true),
-        (b"choice", KindSet::ARRAY.or(KindSet::NULL), false, true),
-        (b"grammar", text, false, true),
-        (b"json_object", flag.or(KindSet::NULL), true, true),
-        (b"structural_tag", text, false, true),
-        (b"disable_any_whitespace", flag, true, false),
-        (b"disable_additional_properties", flag, true, false),
-        (b"whitespace_pattern", text, false, false),
-    ]
-};
-
-/// Scans a top-level member's value: an object's keys as [`Reader`] reads them (all of the
-/// list is this object's), or `None` for a value of another kind.
-fn object_keys(sc: &mut Scanner<'_>) -> Result<(Kind, Option<Vec<Key>>), SyntaxError> {
-    if sc.peek() != Some(b'{') {
-        return Ok((sc.value(2)?, None));
-    }
-    let mut keys = Vec::new();
-    let (kind, _) = Reader::new(&mut keys).object(sc, 2)?;
-    Ok((kind, Some(keys)))
+/// The type of a field of a dataclass or model that vLLM reads inside a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MemberTy {
+    /// `str`.
+    Text,
+    /// `str | dict`.
+    TextOrObject,
+    /// `dict`.
+    Object,
+    /// `list[str]`.
+    Words,
+    /// `bool`, as pydantic's lax mode reads it (its words, and the numbers 0 and 1).
+    Flag,
 }
+
+impl MemberTy {
+    /// Scans the value at the cursor (its members or elements at `depth`): its kind, and
+    /// whether the type (or null, if `nullable`) takes it.
+    fn read(
+        self,
+        sc: &mut Scanner<'_>,
+        depth: usize,
+        nullable: bool,
+    ) -> Result<(Kind, bool), SyntaxError> {
+        let start = sc.pos;
+        let (kind, fits) = match self {
+            MemberTy::Words if sc.peek() == Some(b'[') => {
+                let mut words = true;
+                let empty = sc.elements(depth, |sc| {
+                    let kind = sc.value(depth + 1)?;
+                    words &= matches!(kind, Kind::Str { .. });
+                    Ok(kind)
+                })?;
+                (Kind::Array { empty }, words)
+            }
+            _ => {
+                let kind = sc.value(depth)?;
+                let fits = match (self, kind) {
+                    (MemberTy::Text | MemberTy::TextOrObject, Kind::Str { .. }) => true,
+                    (MemberTy::TextOrObject | MemberTy::Object, Kind::Object { .. }) => true,
+                    (MemberTy::Flag, _) => {
+                        matches!(kind, Kind::Bool(_))
+                            || coerce::of(kind, &sc.text()[start..sc.pos]).bool.is_some()
+                    }
+                    _ => false,
+                };
+                (kind, fits)
+            }
+        };
+        Ok((kind, fits || (nullable && kind == Kind::Null)))
+    }
+}
+
+/// The dataclass's fields: type, whether null is taken, and whether it is one of the
+/// constraints of which exactly one must be set.
+const STRUCTURED_FIELDS: [(&[u8], MemberTy, bool, bool); 9] = [
+    (b"json", MemberTy::TextOrObject, true, true),
+    (b"regex", MemberTy::Text, true, true),
+    (b"choice", MemberTy::Words, true, true),
+    (b"grammar", MemberTy::Text, true, true),
+    (b"json_object", MemberTy::Flag, true, true),
+    (b"structural_tag", MemberTy::Text, true, true),
+    (b"disable_any_whitespace", MemberTy::Flag, false, false),
+    (
+        b"disable_additional_properties",
+        MemberTy::Flag,
+        false,
+        false,
+    ),
+    (b"whitespace_pattern", MemberTy::Text, true, false),
+];
 
 /// Scans `structured_outputs` at the cursor (a top-level member's value).
 pub(super) fn structured_outputs(
     sc: &mut Scanner<'_>,
 ) -> Result<(Kind, StructuredOutputs), SyntaxError> {
-    let (kind, keys) = object_keys(sc)?;
-    let Some(keys) = keys else {
+    if sc.peek() != Some(b'{') {
+        let kind = sc.value(2)?;
         let refused = kind != Kind::Null;
         return Ok((
             kind,
@@ -617,49 +657,124 @@ pub(super) fn structured_outputs(
                 refused,
             },
         ));
-    };
-    let object = Tagged { keys: &keys };
+    }
+    // Each field's last value: whether it is set (not null), and whether its type takes it.
+    let mut fields: [Option<(bool, bool)>; STRUCTURED_FIELDS.len()] = Default::default();
+    let empty = sc.members(2, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        let Some(i) = STRUCTURED_FIELDS.iter().position(|f| f.0 == &key[..]) else {
+            sc.value(3)?;
+            return Ok(());
+        };
+        let (_, ty, nullable, _) = STRUCTURED_FIELDS[i];
+        let (kind, fits) = ty.read(sc, 3, nullable)?;
+        fields[i] = Some((kind != Kind::Null, fits));
+        Ok(())
+    })?;
     let (mut read, mut set, mut refused) = (0, 0, false);
-    for (i, &(name, kinds, flag, constraint)) in STRUCTURED_FIELDS.iter().enumerate() {
-        let Some(key) = object.get(name) else {
+    for (i, field) in fields.iter().enumerate() {
+        let Some((not_null, fits)) = *field else {
             continue;
         };
-        refused |= !key.kinds.within(kinds);
-        // A boolean takes a number 0 or 1 (only 0 is told apart here) and its words.
-        if flag && matches!(key.kind, Kind::Str { .. }) {
-            let word = key.short_text();
-            refused |= word.is_some_and(|w| super::coerce::bool_word(w).is_none());
-        }
-        if key.kind != Kind::Null {
-            set += u8::from(constraint);
+        refused |= !fits;
+        if not_null {
+            set += u8::from(STRUCTURED_FIELDS[i].3);
             read += u8::from(i < 3);
         }
     }
-    Ok((
-        kind,
-        StructuredOutputs {
-            constraints: read,
-            refused: refused || set != 1,
-        },
-    ))
+    let read = StructuredOutputs {
+        constraints: read,
+        refused: refused || set != 1,
+    };
+    Ok((Kind::Object { empty }, read))
+}
+
+/// Scans a `response_format` object at the cursor (a top-level member's value) as the
+/// tagged union of formats it is, its keys into `shape`: the object, and whether its last
+/// `json_schema` is an object that `JsonSchemaResponseFormat` refuses.
+pub(super) fn response_format(
+    sc: &mut Scanner<'_>,
+    shape: &mut Shape,
+) -> Result<(Kind, Object, bool), SyntaxError> {
+    let mut seen = Reader::new(&mut shape.keys);
+    let mut refused = false;
+    let empty = sc.members(2, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        let mut fits = true;
+        let kind = seen.member(sc, &key, |sc| match &key[..] {
+            b"json_schema" => {
+                let (kind, ok) = json_schema(sc, 3)?;
+                fits = ok;
+                Ok(kind)
+            }
+            _ => sc.value(3),
+        })?;
+        if &key[..] == b"json_schema" {
+            refused = matches!(kind, Kind::Object { .. }) && !fits;
+        }
+        Ok(())
+    })?;
+    Ok((Kind::Object { empty }, seen.finish(), refused))
+}
+
+/// Scans a `response_format` object's `json_schema` at the cursor (its members at `depth`):
+/// its kind, and whether `JsonSchemaResponseFormat | None` takes it (a string `name`,
+/// `description` a string or null, `schema` an object or null, `strict` a boolean or null).
+fn json_schema(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), SyntaxError> {
+    const FIELDS: [(&[u8], MemberTy, bool); 4] = [
+        (b"name", MemberTy::Text, false),
+        (b"description", MemberTy::Text, true),
+        (b"schema", MemberTy::Object, true),
+        (b"strict", MemberTy::Flag, true),
+    ];
+    if sc.peek() != Some(b'{') {
+        let kind = sc.value(depth)?;
+        return Ok((kind, kind == Kind::Null));
+    }
+    // Each field's last value: whether its type takes it.
+    let mut fields = [None; FIELDS.len()];
+    let empty = sc.members(depth, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        match FIELDS.iter().position(|f| f.0 == &key[..]) {
+            Some(i) => fields[i] = Some(FIELDS[i].1.read(sc, depth + 1, FIELDS[i].2)?.1),
+            None => {
+                sc.value(depth + 1)?;
+            }
+        }
+        Ok(())
+    })?;
+    // `name` is required; the others have defaults.
+    let fits = fields[0].is_some() && fields.iter().all(|f| f.is_none_or(|fits| fits));
+    Ok((Kind::Object { empty }, fits))
 }
 
 /// Scans `logit_bias` at the cursor (a top-level member's value, `dict[str, float] | None`):
-/// whether some value is one pydantic's lax `float` refuses (null, a list, an object, or a
-/// string that spells no number; strings longer than a kept name are not judged).
+/// whether the last value of some key is one pydantic's lax `float` refuses (null, a list,
+/// an object, or a string that spells no number).
 pub(super) fn logit_bias(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
-    let (kind, keys) = object_keys(sc)?;
-    let Some(keys) = keys else {
-        return Ok((kind, false));
-    };
-    let number = KindSet::BOOL
-        .or(KindSet::NUMBER)
-        .or(KindSet::NON_FINITE)
-        .or(KindSet::STR)
-        .or(KindSet::NOT_INT);
-    let refused = keys.iter().any(|k| {
-        let word = k.short_text();
-        !k.kinds.within(number) || word.is_some_and(|w| !super::coerce::text(w).float)
-    });
-    Ok((kind, refused))
+    if sc.peek() != Some(b'{') {
+        return Ok((sc.value(2)?, false));
+    }
+    // From the first refused value on, each key's last value (an earlier value cannot
+    // replace a later one): whether it is refused.
+    let mut last: Option<std::collections::HashMap<Vec<u8>, bool>> = None;
+    let empty = sc.members(2, |sc, key| {
+        let start = sc.pos;
+        let kind = sc.value(3)?;
+        let number = match kind {
+            Kind::Number { .. } | Kind::NonFinite | Kind::Bool(_) => true,
+            Kind::Str { .. } => {
+                let raw = &sc.text()[start + 1..sc.pos - 1];
+                coerce::text(&super::scan::decoded(raw)).float
+            }
+            _ => false,
+        };
+        if !number || last.is_some() {
+            let key = key_bytes(sc.text(), key).into_owned();
+            last.get_or_insert_default().insert(key, !number);
+        }
+        Ok(())
+    })?;
+    let any = last.is_some_and(|last| last.values().any(|&refused| refused));
+    Ok((Kind::Object { empty }, any))
 }
