@@ -1029,6 +1029,57 @@ fn structured_outputs_are_read_as_the_dataclass_reads_them() {
     assert_eq!(v(RouteKind::Tokenize, tokenize, &up), gate);
 }
 
+/// Chat's `check_tool_usage` takes an object `tool_choice` only if its `function` is an
+/// object whose `name` is a non-empty string that some tool's function has. (Each case
+/// checked against a render server with a tool parser.)
+#[test]
+fn a_named_tool_choice_names_one_of_the_tools() {
+    let up = UpstreamFacts {
+        tool_call_parser: true,
+        ..UpstreamFacts::default()
+    };
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    let base = r#""messages":[{"role":"user","content":"hi"}]"#;
+    let tools =
+        r#""tools":[{"type":"function","function":{"name":"f"}},{"function":{"name":"g\u00e9"}}]"#;
+    let with = |choice: &str| {
+        let member = format!(r#"{tools},"tool_choice":{choice}"#);
+        with_kwargs(RouteKind::ChatRender, base, &member, &up)
+    };
+    for taken in [
+        r#"{"type":"function","function":{"name":"f"}}"#,
+        r#"{"function":{"name":"gé"}}"#,
+        r#"{"function":{"name":"gé"},"type":"function"}"#,
+        r#"{"function":{"name":"x","name":"f"}}"#,
+        r#"{"function":5,"function":{"name":"f"}}"#,
+    ] {
+        assert_eq!(with(taken), gate, "{taken}");
+    }
+    for refused in [
+        r#"{"type":"function","function":{"name":"h"}}"#,
+        r#"{"function":{"name":""}}"#,
+        r#"{"function":{"name":5}}"#,
+        r#"{"function":{"name":"f","name":null}}"#,
+        r#"{"function":{}}"#,
+        r#"{"function":"f"}"#,
+        r#"{"type":"function"}"#,
+        r#"{"function":{"name":"f"},"function":null}"#,
+        "{}",
+    ] {
+        assert!(matches!(with(refused), Verdict::Invalid(_)), "{refused}");
+    }
+    // A later list replaces the tools; a list of no tools, or a tools object, names none.
+    for tools in [
+        r#""tools":[{"function":{"name":"f"}}],"tools":[{"function":{"name":"g"}}]"#,
+        r#""tools":{"f":1}"#,
+        r#""tools":"f""#,
+    ] {
+        let member = format!(r#"{tools},"tool_choice":{{"function":{{"name":"f"}}}}"#);
+        let verdict = with_kwargs(RouteKind::ChatRender, base, &member, &up);
+        assert!(matches!(verdict, Verdict::Invalid(_)), "{tools}");
+    }
+}
+
 /// A `response_format` of the words `ResponseFormat` takes has its `json_schema` validated
 /// as `JsonSchemaResponseFormat`: a string `name` is required, and `description`, `schema`
 /// and `strict` take their types. (Each case checked against the render server.)

@@ -200,7 +200,7 @@ pub(super) enum Check {
     CacheSalt,
     /// ChatCompletionRequest `check_tool_usage`: `tools` an empty array; a `tool_choice`
     /// (not null, not `"none"`) without `tools`, or other than `"auto"`, `"required"` or
-    /// an object. (What a named tool choice holds is not judged.)
+    /// an object; an object that names no tool of `tools`.
     ChatToolUsage,
     /// ResponsesRequest `check_tool_usage`: `tool_choice` `"required"` or named (an object
     /// whose `type` is `"function"`) without tools (absent, null or empty). (Whether a named
@@ -328,9 +328,9 @@ fn chat_tool_usage(facts: &Facts) -> Option<&'static str> {
     } else if !facts.has_tools() {
         Some("tool_choice")
     } else {
-        let taken = matches!(choice, StrField::Other(Kind::Object { .. }))
-            || choice.is("auto")
-            || choice.is("required");
+        let named = matches!(choice, StrField::Other(Kind::Object { .. }));
+        let taken =
+            (named && !facts.tool_choice_unmatched) || choice.is("auto") || choice.is("required");
         (!taken).then_some("tool_choice")
     }
 }

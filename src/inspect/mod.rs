@@ -128,6 +128,13 @@ pub struct Facts {
     pub tool_choice: StrField,
     /// `tool_choice` is an object whose `type` is `"function"` (a named tool choice).
     pub named_tool_choice: bool,
+    /// For an object `tool_choice`: its `function`'s `name`, if that is a non-empty string.
+    tool_choice_name: Option<Vec<u8>>,
+    /// `tool_choice` is an object that names no tool of the (last) `tools` list, as chat's
+    /// `check_tool_usage` finds it: its `function` is no object, has no non-empty string
+    /// `name`, or no tool's function has that name. (A list with a tool that no chat tool
+    /// type takes is refused by its type whatever this says.)
+    pub tool_choice_unmatched: bool,
     /// `cache_salt` is neither null nor a string vLLM takes as a salt (non-empty, at most
     /// 128 characters, none of `@`, `/`, `\\` or NUL).
     pub cache_salt_refused: bool,
@@ -377,6 +384,8 @@ pub struct Member {
     /// `input` to `messages`.
     pub chat_form: ChatForm,
     /// For an `include` list: its string elements, decoded (the Responses API's words).
+    /// For a `tools` list: the names of the functions of the tools a chat tool type may
+    /// take, decoded.
     pub strings: Vec<Vec<u8>>,
     /// A string or number, for what pydantic's lax mode makes of it as `bool`, `int` and
     /// `float` ([`Member::coerce`]).
@@ -651,6 +660,15 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
         Ok(())
     })?;
     trailing(&mut sc)?;
+    if let StrField::Other(Kind::Object { .. }) = facts.tool_choice {
+        let tools = members
+            .iter()
+            .rev()
+            .find(|m| &names[m.name.clone()] == b"tools");
+        let named = facts.tool_choice_name.as_ref();
+        facts.tool_choice_unmatched =
+            !named.is_some_and(|n| tools.is_some_and(|t| t.strings.contains(n)));
+    }
     for m in &mut members {
         m.span = decoded.original_offset(m.span.start)..decoded.original_offset(m.span.end);
     }
@@ -770,8 +788,9 @@ fn fact_value(
         }
         b"tool_choice" if sc.peek() == Some(b'{') => {
             // `tool_choice.get("type") == "function"` (the last `type`).
-            let (kind, object) = shapes::Reader::new(&mut shape.keys).object(sc, 2)?;
+            let (kind, object, name) = shapes::tool_choice(sc, shape)?;
             facts.named_tool_choice = object.view(&shape.keys).is(b"function");
+            facts.tool_choice_name = name;
             facts.tool_choice = StrField::Other(kind);
             shape.objects.push(object);
             kind
@@ -780,6 +799,7 @@ fn fact_value(
             let (v, kind) = str_value(sc)?;
             facts.tool_choice = v;
             facts.named_tool_choice = false;
+            facts.tool_choice_name = None;
             kind
         }
         b"cache_salt" => {

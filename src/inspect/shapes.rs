@@ -499,16 +499,16 @@ fn score_input(sc: &mut Scanner<'_>, depth: usize, shape: &mut Shape) -> Result<
 /// null, and `strict` and `defer_loading` booleans (as pydantic's lax mode reads them) or
 /// null. The element is also read as a tagged object, for the Responses API's tool types.
 fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), SyntaxError> {
-    let (mut function, mut defer) = (false, true);
+    let (mut function, mut defer) = (None, true);
     let mut seen = Reader::new(&mut shape.keys);
     let empty = sc.members(3, |sc, key| {
         let key = key_bytes(sc.text(), key);
         let start = sc.pos;
-        let mut defined = false;
+        let mut defined = None;
         let kind = seen.member(sc, &key, |sc| match &key[..] {
             b"function" if sc.peek() == Some(b'{') => {
-                let (kind, ok) = function_definition(sc)?;
-                defined = ok;
+                let (kind, name) = function_definition(sc)?;
+                defined = name;
                 Ok(kind)
             }
             _ => sc.value(4),
@@ -527,21 +527,29 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
         TagValue::Word(w) => w.is(b"function"),
         _ => false,
     };
-    let fits = typed && function && defer;
+    let fits = typed && function.is_some() && defer;
     shape.objects.push(object);
+    if let (true, Some(name)) = (fits, function) {
+        shape.strings.push(name);
+    }
     Ok((Kind::Object { empty }, fits))
 }
 
-/// Scans a chat tool's `function` object: its kind, and whether `FunctionDefinition` may
-/// accept it.
-fn function_definition(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
-    let (mut name, mut description, mut parameters, mut strict) = (false, true, true, true);
+/// Scans a chat tool's `function` object: its kind, and its `name`, decoded, if
+/// `FunctionDefinition` may accept it (`None` only when it cannot).
+fn function_definition(sc: &mut Scanner<'_>) -> Result<(Kind, Option<Vec<u8>>), SyntaxError> {
+    let (mut name, mut description, mut parameters, mut strict) = (None, true, true, true);
     let empty = sc.members(4, |sc, key| {
         let key = key_bytes(sc.text(), key);
         let start = sc.pos;
+        if &key[..] == b"name" && sc.peek() == Some(b'"') {
+            let s = sc.string()?;
+            name = Some(key_bytes(sc.text(), s).into_owned());
+            return Ok(());
+        }
         let kind = sc.value(5)?;
         match &key[..] {
-            b"name" => name = matches!(kind, Kind::Str { .. }),
+            b"name" => name = None,
             b"description" => description = matches!(kind, Kind::Str { .. } | Kind::Null),
             b"parameters" => parameters = matches!(kind, Kind::Object { .. } | Kind::Null),
             b"strict" => strict = bool_or_null(kind, &sc.text()[start..sc.pos]),
@@ -549,8 +557,49 @@ fn function_definition(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError
         }
         Ok(())
     })?;
-    let fits = name && description && parameters && strict;
-    Ok((Kind::Object { empty }, fits))
+    let fits = description && parameters && strict;
+    Ok((Kind::Object { empty }, name.filter(|_| fits)))
+}
+
+/// Scans an object `tool_choice` at the cursor (a top-level member's value) as a tagged
+/// object, its keys into `shape`: the object, and the name of the tool it names as chat's
+/// `check_tool_usage` reads it (the last `function`'s last `name`), `None` unless that is
+/// an object whose name is a non-empty string.
+pub(super) fn tool_choice(
+    sc: &mut Scanner<'_>,
+    shape: &mut Shape,
+) -> Result<(Kind, Object, Option<Vec<u8>>), SyntaxError> {
+    let mut seen = Reader::new(&mut shape.keys);
+    let mut named = None;
+    let empty = sc.members(2, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        let function = &key[..] == b"function";
+        let mut name = None;
+        seen.member(sc, &key, |sc| {
+            if !function || sc.peek() != Some(b'{') {
+                return sc.value(3);
+            }
+            let empty = sc.members(3, |sc, key| {
+                let is_name = &key_bytes(sc.text(), key)[..] == b"name";
+                if is_name && sc.peek() == Some(b'"') {
+                    let s = sc.string()?;
+                    name = (s.start < s.end).then(|| key_bytes(sc.text(), s).into_owned());
+                } else {
+                    sc.value(4)?;
+                    if is_name {
+                        name = None;
+                    }
+                }
+                Ok(())
+            })?;
+            Ok(Kind::Object { empty })
+        })?;
+        if function {
+            named = name;
+        }
+        Ok(())
+    })?;
+    Ok((Kind::Object { empty }, seen.finish(), named))
 }
 
 /// Whether pydantic's lax mode takes the value as `bool | None`.
