@@ -1080,6 +1080,42 @@ fn a_named_tool_choice_names_one_of_the_tools() {
     }
 }
 
+/// The Responses API's `check_tool_usage` takes a named tool choice (`type` `"function"`)
+/// with tools only if its `name` is one of the tools' names, or a namespace's tool's name
+/// alone or after the namespace's. (Each case checked against the render server.)
+#[test]
+fn a_responses_named_tool_choice_names_one_of_the_tools() {
+    let up = UpstreamFacts::default();
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    let verdict = |tools: &str, name: &str| {
+        let member =
+            format!(r#""tools":{tools},"tool_choice":{{"type":"function","name":{name}}}"#);
+        with_kwargs(RouteKind::ResponsesRender, r#""input":"hi""#, &member, &up)
+    };
+    let function = r#"[{"type":"function","name":"f","parameters":{}},{"type":"function","name":"g\u00e9","parameters":{}}]"#;
+    let spaced = r#"[{"type":"namespace","name":"ns","description":"d","tools":[{"type":"function","name":"f","parameters":{}}]}]"#;
+    for (tools, name) in [
+        (function, r#""f""#),
+        (function, r#""gé""#),
+        (spaced, r#""f""#),
+        (spaced, r#""ns__f""#),
+    ] {
+        assert_eq!(verdict(tools, name), gate, "{tools} {name}");
+    }
+    for (tools, name) in [
+        (function, r#""h""#),
+        (function, r#""""#),
+        (function, "null"),
+        (function, "0"),
+        (spaced, r#""ns""#),
+        (spaced, r#""ns__g""#),
+        (r#"{"f":1}"#, r#""f""#),
+    ] {
+        let refused = verdict(tools, name);
+        assert!(matches!(refused, Verdict::Invalid(_)), "{tools} {name}");
+    }
+}
+
 /// A `response_format` of the words `ResponseFormat` takes has its `json_schema` validated
 /// as `JsonSchemaResponseFormat`: a string `name` is required, and `description`, `schema`
 /// and `strict` take their types. (Each case checked against the render server.)

@@ -203,8 +203,8 @@ pub(super) enum Check {
     /// an object; an object that names no tool of `tools`.
     ChatToolUsage,
     /// ResponsesRequest `check_tool_usage`: `tool_choice` `"required"` or named (an object
-    /// whose `type` is `"function"`) without tools (absent, null or empty). (Whether a named
-    /// tool is among the tools is not judged.)
+    /// whose `type` is `"function"`) without tools (absent, null or empty), or naming none
+    /// of them.
     ResponsesToolUsage,
     /// ResponsesRequest `validate_background`: a truthy `background` with a `store` that is
     /// present and falsy (null included).
@@ -299,7 +299,9 @@ impl Check {
                     Some(_) => false,
                 };
                 let required = facts.tool_choice.is("required");
-                (no_tools && (required || facts.named_tool_choice)).then_some("tool_choice")
+                let named = facts.named_tool_choice;
+                let unmatched = named && facts.responses_choice_unmatched;
+                ((no_tools && (required || named)) || unmatched).then_some("tool_choice")
             }
             Check::ResponseFormat => facts.json_schema_missing.then_some("response_format"),
             Check::StructuredOutputs => {

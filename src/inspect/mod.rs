@@ -135,6 +135,13 @@ pub struct Facts {
     /// `name`, or no tool's function has that name. (A list with a tool that no chat tool
     /// type takes is refused by its type whatever this says.)
     pub tool_choice_unmatched: bool,
+    /// For an object `tool_choice`: its own `name`.
+    tool_choice_own_name: shapes::NameValue,
+    /// `tool_choice` is an object that names no tool of the (last) `tools` list, as the
+    /// Responses API's `check_tool_usage` finds it: its `name` is falsy, or a string that
+    /// is none of the names it collects ([`shapes::ToolNames`]). (Other names, which
+    /// Python may find equal to a number or fail to hash, are not judged.)
+    pub responses_choice_unmatched: bool,
     /// `cache_salt` is neither null nor a string vLLM takes as a salt (non-empty, at most
     /// 128 characters, none of `@`, `/`, `\\` or NUL).
     pub cache_salt_refused: bool,
@@ -384,9 +391,9 @@ pub struct Member {
     /// `input` to `messages`.
     pub chat_form: ChatForm,
     /// For an `include` list: its string elements, decoded (the Responses API's words).
-    /// For a `tools` list: the names of the functions of the tools a chat tool type may
-    /// take, decoded.
     pub strings: Vec<Vec<u8>>,
+    /// For a `tools` list: the names a named tool choice may name.
+    pub tool_names: shapes::ToolNames,
     /// A string or number, for what pydantic's lax mode makes of it as `bool`, `int` and
     /// `float` ([`Member::coerce`]).
     scalar: coerce::Scalar,
@@ -653,6 +660,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             objects: shape.objects,
             keys: shape.keys,
             strings: shape.strings,
+            tool_names: shape.tool_names,
             nested: shape.nested,
             chat_form: shape.chat_form,
             scalar,
@@ -667,7 +675,16 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             .find(|m| &names[m.name.clone()] == b"tools");
         let named = facts.tool_choice_name.as_ref();
         facts.tool_choice_unmatched =
-            !named.is_some_and(|n| tools.is_some_and(|t| t.strings.contains(n)));
+            !named.is_some_and(|n| tools.is_some_and(|t| t.tool_names.chat.contains(n)));
+        let names = tools.map(|t| &t.tool_names);
+        facts.responses_choice_unmatched = match &facts.tool_choice_own_name {
+            shapes::NameValue::None => true,
+            shapes::NameValue::Text(name) => {
+                name.is_empty()
+                    || !names.is_some_and(|t| t.responses_any || t.responses.contains(name))
+            }
+            shapes::NameValue::Other(truthy) => !truthy,
+        };
     }
     for m in &mut members {
         m.span = decoded.original_offset(m.span.start)..decoded.original_offset(m.span.end);
@@ -788,9 +805,15 @@ fn fact_value(
         }
         b"tool_choice" if sc.peek() == Some(b'{') => {
             // `tool_choice.get("type") == "function"` (the last `type`).
-            let (kind, object, name) = shapes::tool_choice(sc, shape)?;
+            let shapes::ToolChoice {
+                kind,
+                object,
+                function_name,
+                name,
+            } = shapes::tool_choice(sc, shape)?;
             facts.named_tool_choice = object.view(&shape.keys).is(b"function");
-            facts.tool_choice_name = name;
+            facts.tool_choice_name = function_name;
+            facts.tool_choice_own_name = name;
             facts.tool_choice = StrField::Other(kind);
             shape.objects.push(object);
             kind
@@ -800,6 +823,7 @@ fn fact_value(
             facts.tool_choice = v;
             facts.named_tool_choice = false;
             facts.tool_choice_name = None;
+            facts.tool_choice_own_name = shapes::NameValue::None;
             kind
         }
         b"cache_salt" => {

@@ -27,6 +27,65 @@ pub(super) struct Shape {
     pub nested: KindSet,
     /// See [`super::Member::chat_form`].
     pub chat_form: ChatForm,
+    /// See [`super::Member::tool_names`].
+    pub tool_names: ToolNames,
+}
+
+/// The names in a `tools` list that a named tool choice may name, as the request models'
+/// `check_tool_usage` collect them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolNames {
+    /// Chat's: the function names of the tools a chat tool type takes, decoded.
+    pub chat: Vec<Vec<u8>>,
+    /// The Responses API's: each tool's `name`, and a namespace's tools' names alone and
+    /// after the namespace's (`{namespace}__{name}`), the strings among them decoded.
+    pub responses: Vec<Vec<u8>>,
+    /// The Responses API's check may take any name: a namespace without a list of tools
+    /// (the check returns), or a name it writes as text that is not read here.
+    pub responses_any: bool,
+}
+
+/// A `name` member's value as Python compares it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) enum NameValue {
+    /// Absent or null (`None`).
+    #[default]
+    None,
+    /// A string, decoded.
+    Text(Vec<u8>),
+    /// Any other value, and whether it is truthy.
+    Other(bool),
+}
+
+impl NameValue {
+    /// Scans the value at the cursor (at `depth`).
+    fn read(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, NameValue), SyntaxError> {
+        if sc.peek() == Some(b'"') {
+            let s = sc.string()?;
+            let text = key_bytes(sc.text(), s).into_owned();
+            return Ok((
+                Kind::Str {
+                    empty: text.is_empty(),
+                },
+                NameValue::Text(text),
+            ));
+        }
+        let kind = sc.value(depth)?;
+        let value = match kind {
+            Kind::Null => NameValue::None,
+            _ => NameValue::Other(kind.truthy()),
+        };
+        Ok((kind, value))
+    }
+
+    /// Its `str()`, where that is known here.
+    fn python_str(&self) -> Option<&[u8]> {
+        match self {
+            NameValue::None => Some(b"None"),
+            NameValue::Text(text) => Some(text),
+            NameValue::Other(_) => None,
+        }
+    }
 }
 
 /// What vLLM's embeddings models' `_is_chat_messages` and `_is_batched_chat_messages` say of
@@ -500,21 +559,34 @@ fn score_input(sc: &mut Scanner<'_>, depth: usize, shape: &mut Shape) -> Result<
 /// null. The element is also read as a tagged object, for the Responses API's tool types.
 fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), SyntaxError> {
     let (mut function, mut defer) = (None, true);
+    // For the Responses API's names: the last `name`, and the last `tools` if a list.
+    let (mut name, mut tools) = (NameValue::None, None);
     let mut seen = Reader::new(&mut shape.keys);
     let empty = sc.members(3, |sc, key| {
         let key = key_bytes(sc.text(), key);
         let start = sc.pos;
-        let mut defined = None;
+        let mut read = None;
         let kind = seen.member(sc, &key, |sc| match &key[..] {
             b"function" if sc.peek() == Some(b'{') => {
                 let (kind, name) = function_definition(sc)?;
-                defined = name;
+                read = name;
+                Ok(kind)
+            }
+            b"name" => {
+                let (kind, value) = NameValue::read(sc, 4)?;
+                name = value;
+                Ok(kind)
+            }
+            b"tools" if sc.peek() == Some(b'[') => {
+                let (kind, names) = namespaced_names(sc)?;
+                tools = Some(names);
                 Ok(kind)
             }
             _ => sc.value(4),
         })?;
         match &key[..] {
-            b"function" => function = defined,
+            b"function" => function = read,
+            b"tools" if !matches!(kind, Kind::Array { .. }) => tools = None,
             b"defer_loading" => defer = bool_or_null(kind, &sc.text()[start..sc.pos]),
             _ => {}
         }
@@ -522,17 +594,64 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
     })?;
     // `type` defaults to "function", the only word it takes.
     let object = seen.finish();
-    let typed = match object.view(&shape.keys).tag() {
+    let tag = object.view(&shape.keys).tag();
+    let typed = match tag {
         TagValue::Absent => true,
         TagValue::Word(w) => w.is(b"function"),
         _ => false,
     };
     let fits = typed && function.is_some() && defer;
     shape.objects.push(object);
-    if let (true, Some(name)) = (fits, function) {
-        shape.strings.push(name);
+    let names = &mut shape.tool_names;
+    if let (true, Some(function)) = (fits, function) {
+        names.chat.push(function);
+    }
+    match (tag.is(b"namespace"), tools) {
+        (false, _) => {
+            if let NameValue::Text(text) = name {
+                names.responses.push(text);
+            }
+        }
+        (true, None) => names.responses_any = true,
+        (true, Some(tools)) => {
+            for tool in tools {
+                match (name.python_str(), tool.python_str()) {
+                    (Some(space), Some(inner)) => {
+                        names.responses.push([space, b"__", inner].concat());
+                    }
+                    _ => names.responses_any = true,
+                }
+                if let NameValue::Text(text) = tool {
+                    names.responses.push(text);
+                }
+            }
+        }
     }
     Ok((Kind::Object { empty }, fits))
+}
+
+/// Scans a namespace tool's `tools` list at the cursor: its kind, and the `name` of each
+/// element (`None` for an element that is no object, as `getattr` finds it).
+fn namespaced_names(sc: &mut Scanner<'_>) -> Result<(Kind, Vec<NameValue>), SyntaxError> {
+    let mut names = Vec::new();
+    let empty = sc.elements(4, |sc| {
+        if sc.peek() != Some(b'{') {
+            names.push(NameValue::None);
+            return sc.value(5);
+        }
+        let mut name = NameValue::None;
+        let empty = sc.members(5, |sc, key| {
+            if &key_bytes(sc.text(), key)[..] == b"name" {
+                name = NameValue::read(sc, 6)?.1;
+            } else {
+                sc.value(6)?;
+            }
+            Ok(())
+        })?;
+        names.push(name);
+        Ok(Kind::Object { empty })
+    })?;
+    Ok((Kind::Array { empty }, names))
 }
 
 /// Scans a chat tool's `function` object: its kind, and its `name`, decoded, if
@@ -562,20 +681,26 @@ fn function_definition(sc: &mut Scanner<'_>) -> Result<(Kind, Option<Vec<u8>>), 
 }
 
 /// Scans an object `tool_choice` at the cursor (a top-level member's value) as a tagged
-/// object, its keys into `shape`: the object, and the name of the tool it names as chat's
+/// object, its keys into `shape`: the object; the name of the tool it names as chat's
 /// `check_tool_usage` reads it (the last `function`'s last `name`), `None` unless that is
-/// an object whose name is a non-empty string.
+/// an object whose name is a non-empty string; and its own `name`, which the Responses
+/// API's reads.
 pub(super) fn tool_choice(
     sc: &mut Scanner<'_>,
     shape: &mut Shape,
-) -> Result<(Kind, Object, Option<Vec<u8>>), SyntaxError> {
+) -> Result<ToolChoice, SyntaxError> {
     let mut seen = Reader::new(&mut shape.keys);
-    let mut named = None;
+    let (mut named, mut top_name) = (None, NameValue::None);
     let empty = sc.members(2, |sc, key| {
         let key = key_bytes(sc.text(), key);
         let function = &key[..] == b"function";
         let mut name = None;
         seen.member(sc, &key, |sc| {
+            if &key[..] == b"name" {
+                let (kind, value) = NameValue::read(sc, 3)?;
+                top_name = value;
+                return Ok(kind);
+            }
             if !function || sc.peek() != Some(b'{') {
                 return sc.value(3);
             }
@@ -599,7 +724,22 @@ pub(super) fn tool_choice(
         }
         Ok(())
     })?;
-    Ok((Kind::Object { empty }, seen.finish(), named))
+    Ok(ToolChoice {
+        kind: Kind::Object { empty },
+        object: seen.finish(),
+        function_name: named,
+        name: top_name,
+    })
+}
+
+/// An object `tool_choice`, as [`tool_choice`] reads it.
+pub(super) struct ToolChoice {
+    pub(super) kind: Kind,
+    pub(super) object: Object,
+    /// Its `function`'s name (chat's reading).
+    pub(super) function_name: Option<Vec<u8>>,
+    /// Its own `name` (the Responses API's reading).
+    pub(super) name: NameValue,
 }
 
 /// Whether pydantic's lax mode takes the value as `bool | None`.
