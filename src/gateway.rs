@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::body::{collect_limited, declared_length, Held, InFlight, Tracked};
 use crate::classify::{classify, Route, RouteKind};
 use crate::config::{Config, PoolId};
-use crate::contract::{judge, UpstreamFacts, Verdict};
+use crate::contract::{judge, Head, UpstreamFacts, Verdict};
 use crate::decide::{decide_for, Action, ClientView, Mode};
 use crate::error::GateError;
 use crate::framing::AmbiguousFraming;
@@ -316,14 +316,17 @@ impl Gateway {
         let limit = reachable.max(self.pools[client.pool].max_body_bytes);
         let bytes = self.read_body(&parts.headers, body, limit).await?;
         outcome.body_bytes = Some(bytes.len());
-        let content_type = parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .map(HeaderValue::as_bytes);
+        let head = Head {
+            content_type: parts
+                .headers
+                .get(header::CONTENT_TYPE)
+                .map(HeaderValue::as_bytes),
+            adapter: parts.headers.get(Head::ADAPTER).map(HeaderValue::as_bytes),
+        };
         let facts = self.facts.load();
         let (verdict, findings) = judge(
             kind,
-            content_type,
+            head,
             &bytes,
             self.config.limits.max_json_depth,
             &facts,

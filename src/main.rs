@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use mmgate::classify::{classify, Route};
 use mmgate::config::Config;
-use mmgate::contract::{judge, Invalid, UpstreamFacts, Verdict};
+use mmgate::contract::{judge, Head, Invalid, UpstreamFacts, Verdict};
 use mmgate::error::gate_body;
 use mmgate::inspect::{Field, Findings};
 
@@ -421,7 +421,7 @@ fn inspect(path: &str, content_type: &str, models: Vec<String>, file: &str) -> E
     let (verdict, findings) = match classify(&http::Method::POST, path) {
         Route::Gated(kind) => judge(
             kind,
-            Some(content_type.as_bytes()),
+            Head::content_type(Some(content_type.as_bytes())),
             &body,
             mmgate::inspect::DEFAULT_MAX_DEPTH,
             &facts,

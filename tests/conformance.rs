@@ -59,14 +59,7 @@ fn library_agrees_with_vllm() {
         let route = mmgate::classify::classify(&c.method.parse().unwrap(), &c.path);
         let verdict = match route {
             mmgate::classify::Route::Gated(kind) => {
-                judge(
-                    kind,
-                    c.content_type().map(str::as_bytes),
-                    &c.body,
-                    DEFAULT_MAX_DEPTH,
-                    &facts,
-                )
-                .0
+                judge(kind, c.head(), &c.body, DEFAULT_MAX_DEPTH, &facts).0
             }
             mmgate::classify::Route::Ungated => Verdict::Accept,
         };
@@ -217,7 +210,7 @@ async fn gateway_in_strip_mode_never_yields_a_gate_rejection() {
                 let ct = r.headers.get("content-type").map(|v| v.as_bytes());
                 let (v, _) = judge(
                     kind,
-                    ct,
+                    mmgate::contract::Head::content_type(ct),
                     &r.body,
                     DEFAULT_MAX_DEPTH,
                     &UpstreamFacts::default(),

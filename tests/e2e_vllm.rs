@@ -236,13 +236,7 @@ fn strip_decision(c: &Case) -> Option<Vec<u8>> {
         return Some(c.body.clone());
     };
     let facts = UpstreamFacts::default();
-    let (verdict, findings) = judge(
-        kind,
-        c.content_type().map(str::as_bytes),
-        &c.body,
-        970,
-        &facts,
-    );
+    let (verdict, findings) = judge(kind, c.head(), &c.body, 970, &facts);
     match decide(
         Mode::Strip,
         OnUnclassifiable::Reject,
@@ -270,9 +264,8 @@ fn own_words(c: &Case) -> bool {
     let mmgate::classify::Route::Gated(kind) = route else {
         return false;
     };
-    let content_type = c.content_type().map(str::as_bytes);
     let facts = UpstreamFacts::default();
-    let (verdict, _) = judge(kind, content_type, &c.body, 970, &facts);
+    let (verdict, _) = judge(kind, c.head(), &c.body, 970, &facts);
     matches!(verdict, Verdict::Invalid(inv) if inv.unclassifiable() && inv != Invalid::ContentType)
 }
 

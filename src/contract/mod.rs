@@ -461,8 +461,20 @@ fn gate(f: &Findings) -> Verdict {
         .map_or(Verdict::Accept, Verdict::Reject)
 }
 
-/// vLLM 0.31's verdict for an untrusted server on a parsed body sent to a route it serves.
+/// vLLM 0.31's verdict for an untrusted server on a parsed body sent to a route it serves
+/// (without the SageMaker adapter header, [`judge`]).
 pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
+    verdict_with(route, f, up, None)
+}
+
+/// [`verdict`], with the request's `X-Amzn-SageMaker-Adapter-Identifier`: SageMaker's
+/// adapter injection makes it an `/invocations` body's `model` (see `request_errors`).
+fn verdict_with(
+    route: RouteKind,
+    f: &Findings,
+    up: &UpstreamFacts,
+    adapter: Option<&str>,
+) -> Verdict {
     if let Some(e) = type_errors(route, f, up) {
         return Verdict::Invalid(e);
     }
@@ -482,13 +494,14 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
     {
         return Verdict::Invalid(Invalid::StreamBeamSearch);
     }
-    if let (Some(served), StrField::Str(model)) = (&up.served_models, &f.facts.model) {
-        // /invocations replaces the body's `model` (see `request_errors`).
-        if route != RouteKind::Invocations
-            && !model.is_empty()
-            && !served.iter().any(|m| m == model)
-        {
-            return Verdict::Invalid(Invalid::UnknownModel(model.clone()));
+    let model = match (route, &f.facts.model) {
+        (RouteKind::Invocations, _) => adapter,
+        (_, StrField::Str(model)) => Some(model.as_str()),
+        _ => None,
+    };
+    if let (Some(served), Some(model)) = (&up.served_models, model) {
+        if !model.is_empty() && !served.iter().any(|m| m == model) {
+            return Verdict::Invalid(Invalid::UnknownModel(model.to_owned()));
         }
     }
     let facts = &f.facts;
@@ -649,16 +662,40 @@ fn completion_check(facts: &Facts, up: &UpstreamFacts) -> Option<Invalid> {
     None
 }
 
+/// What vLLM reads from a request's head besides its route.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Head<'a> {
+    /// `Content-Type`.
+    pub content_type: Option<&'a [u8]>,
+    /// The first `X-Amzn-SageMaker-Adapter-Identifier`, which SageMaker's adapter
+    /// injection makes an `/invocations` body's `model`.
+    pub adapter: Option<&'a [u8]>,
+}
+
+impl<'a> Head<'a> {
+    /// The header that names the model SageMaker's adapter injection puts in the body.
+    pub const ADAPTER: &'static str = "x-amzn-sagemaker-adapter-identifier";
+
+    /// A head with only a content type.
+    pub fn content_type(content_type: Option<&'a [u8]>) -> Self {
+        Head {
+            content_type,
+            adapter: None,
+        }
+    }
+}
+
 /// Classifies a whole request in vLLM's order: the route (FastAPI routes before it reads
 /// anything: a route the upstream does not serve is its 404), the content type, the body,
 /// then [`verdict`].
 pub fn judge(
     route: RouteKind,
-    content_type: Option<&[u8]>,
+    head: Head<'_>,
     body: &[u8],
     max_depth: usize,
     up: &UpstreamFacts,
 ) -> (Verdict, Option<Findings>) {
+    let content_type = head.content_type;
     let findings = crate::inspect::inspect(body, max_depth);
     if up
         .served_routes
@@ -686,7 +723,13 @@ pub fn judge(
         };
     }
     match findings {
-        Ok(f) => (verdict(route, &f, up), Some(f)),
+        Ok(f) => {
+            // Starlette decodes header values as Latin-1.
+            let adapter = head
+                .adapter
+                .map(|v| v.iter().map(|&b| char::from(b)).collect::<String>());
+            (verdict_with(route, &f, up, adapter.as_deref()), Some(f))
+        }
         Err(e) => unparsed(e),
     }
 }

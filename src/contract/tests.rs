@@ -30,12 +30,12 @@ fn a_route_not_served_comes_before_the_content_type_and_the_body() {
         Some(&b"text/plain"[..]),
         Some(&b"application/json"[..]),
     ] {
-        let (v, _) = judge(RouteKind::Classify, ct, body, 970, &up);
+        let (v, _) = judge(RouteKind::Classify, Head::content_type(ct), body, 970, &up);
         assert_eq!(v, Verdict::Invalid(Invalid::RouteNotServed), "{ct:?}");
-        let (v, _) = judge(RouteKind::Classify, ct, b"{", 970, &up);
+        let (v, _) = judge(RouteKind::Classify, Head::content_type(ct), b"{", 970, &up);
         assert_eq!(v, Verdict::Invalid(Invalid::RouteNotServed), "{ct:?}");
     }
-    let (v, _) = judge(RouteKind::Embeddings, None, body, 970, &up);
+    let (v, _) = judge(RouteKind::Embeddings, Head::default(), body, 970, &up);
     assert_eq!(v, Verdict::Invalid(Invalid::ContentType));
 }
 
@@ -777,7 +777,8 @@ fn invocations_without_a_taking_type_have_no_handler() {
 }
 
 /// SageMaker's adapter injection replaces an `/invocations` body's `model` (with the adapter
-/// header's value, null without one): neither its type nor an unknown name is refused there.
+/// header's value, null without one): neither its type nor an unknown name is refused there,
+/// but an unknown adapter header is.
 #[test]
 fn invocations_bodies_name_no_model() {
     let up = UpstreamFacts {
@@ -803,6 +804,32 @@ fn invocations_bodies_name_no_model() {
             Verdict::Invalid(_)
         ));
     }
+    // The adapter header's value is the model then, checked as a body's is elsewhere
+    // (Latin-1 text, as Starlette decodes it; an empty one names none). Checked against
+    // the generating server.
+    let body = br#"{"model":"nope","messages":[{"role":"user","content":"hi"}],"mm_processor_kwargs":{"a":1}}"#;
+    let judged = |adapter: Option<&[u8]>| {
+        let head = Head {
+            content_type: Some(b"application/json"),
+            adapter,
+        };
+        judge(RouteKind::Invocations, head, body, 970, &up).0
+    };
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    assert_eq!(judged(Some(b"tiny")), gate);
+    assert_eq!(judged(Some(b"")), gate);
+    assert_eq!(judged(None), gate);
+    assert_eq!(
+        judged(Some(b"caf\xe9")),
+        Verdict::Invalid(Invalid::UnknownModel("café".into()))
+    );
+    // Only on /invocations.
+    let head = Head {
+        content_type: Some(b"application/json"),
+        adapter: Some(b"nope"),
+    };
+    let chat = br#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"mm_processor_kwargs":{"a":1}}"#;
+    assert_eq!(judge(RouteKind::Chat, head, chat, 970, &up).0, gate);
 }
 
 /// A bounded number field refuses NaN and the infinities, and reads a numeric string as

@@ -90,10 +90,25 @@ pub fn cases() -> Vec<Case> {
 impl Case {
     /// The case's content type header, if any.
     pub fn content_type(&self) -> Option<&str> {
+        self.header("content-type")
+    }
+
+    /// The first value of a header.
+    pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
+    }
+
+    /// What vLLM reads from the request's head besides its route.
+    pub fn head(&self) -> mmgate::contract::Head<'_> {
+        mmgate::contract::Head {
+            content_type: self.content_type().map(str::as_bytes),
+            adapter: self
+                .header(mmgate::contract::Head::ADAPTER)
+                .map(str::as_bytes),
+        }
     }
 
     /// Sends the recorded request (method, raw path, headers, bytes) to `addr`.

@@ -262,8 +262,25 @@ fn earlier_check(rng: &mut Rng, body: &[u8]) -> Option<Vec<u8>> {
     serde_json::to_vec(&object).ok()
 }
 
+/// The case sent to `/invocations` (which dispatches it by its shape), with or without a
+/// SageMaker adapter header, which names the model there.
+fn invocation(rng: &mut Rng, c: &Case) -> Case {
+    const ADAPTERS: [Option<&str>; 5] = [None, Some("tiny"), Some(""), Some("nope"), Some("tiny ")];
+    let adapter = rng.pick(&ADAPTERS);
+    let mut headers = c.headers.clone();
+    if let Some(a) = adapter {
+        headers.push((mmgate::contract::Head::ADAPTER.to_string(), a.to_string()));
+    }
+    Case {
+        id: format!("{}~invocations:{adapter:?}", c.id),
+        path: "/invocations".into(),
+        headers,
+        ..c.clone()
+    }
+}
+
 /// `per_case` content-type variants, `per_case` path variants and `per_case` earlier-check
-/// body variants of every gate-rejected case of `family`.
+/// body variants of every gate-rejected case of `family`, and one `/invocations` variant.
 pub fn variants(all: &[Case], family: &str, per_case: usize, seed: u64) -> Vec<Case> {
     let mut rng = Rng::new(seed);
     let mut out = Vec::new();
@@ -284,6 +301,9 @@ pub fn variants(all: &[Case], family: &str, per_case: usize, seed: u64) -> Vec<C
                 path,
                 ..c.clone()
             });
+            if i == 0 {
+                out.push(invocation(&mut rng, c));
+            }
             if let Some(body) = earlier_check(&mut rng, &c.body) {
                 out.push(Case {
                     id: format!("{}~body{i}:{}", c.id, String::from_utf8_lossy(&body)),
