@@ -124,6 +124,7 @@ mmgate_policy() { # FILE PORT ADMIN_PORT UPSTREAM_PORT MODE
 [listen]
 addr = "127.0.0.1:$2"
 admin = "127.0.0.1:$3"
+workers = ${MMGATE_WORKERS:-0}
 [upstream]
 url = "http://127.0.0.1:$4"
 [gate]
