@@ -9,12 +9,20 @@
 # script adds, and `kill` (procps, part of this image).
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
+# The dependencies are downloaded in a layer of their own (against stub targets), kept until
+# Cargo.toml or Cargo.lock change. They are compiled below with the sources: the two PGO
+# builds compile everything with their own flags, so a stub build would not be reused.
 COPY Cargo.toml Cargo.lock ./
+RUN mkdir src benches \
+    && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+    && echo 'fn main() {}' > benches/inspect.rs \
+    && cargo fetch --locked \
+    && rm -r src benches
 COPY src src
 COPY benches benches
 COPY examples examples
 COPY tools/pgo.sh tools/pgo.sh
-RUN cargo fetch --locked && bash tools/pgo.sh
+RUN bash tools/pgo.sh
 
 # --- runtime ---
 # distroless cc: glibc and CA certificates (for https:// upstreams), no shell, no package
