@@ -316,13 +316,7 @@ impl Gateway {
         let limit = reachable.max(self.pools[client.pool].max_body_bytes);
         let bytes = self.read_body(&parts.headers, body, limit).await?;
         outcome.body_bytes = Some(bytes.len());
-        let head = Head {
-            content_type: parts
-                .headers
-                .get(header::CONTENT_TYPE)
-                .map(HeaderValue::as_bytes),
-            adapter: parts.headers.get(Head::ADAPTER).map(HeaderValue::as_bytes),
-        };
+        let head = Head::of(&parts.headers);
         let facts = self.facts.load();
         let (verdict, findings) = judge(
             kind,

@@ -229,6 +229,7 @@ impl Config {
                 responses_store: v.bool("responses_store", &mut p).unwrap_or(false),
                 fim_suffix: v.bool("fim_suffix", &mut p).unwrap_or(false),
                 mistral_tokenizer: v.bool("mistral_tokenizer", &mut p).unwrap_or(false),
+                sagemaker_sessions: v.bool("sagemaker_sessions", &mut p).unwrap_or(false),
                 max_completion_prompts: v
                     .positive("max_completion_prompts", 1 << 32, &mut p)
                     .map(|n| n as usize),

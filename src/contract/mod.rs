@@ -48,6 +48,10 @@ pub struct UpstreamFacts {
     /// The upstream's `VLLM_MAX_COMPLETION_PROMPTS`: the most prompts (or prompt
     /// embeddings) a completion may list; `None` for vLLM's default, 1024.
     pub max_completion_prompts: Option<usize>,
+    /// The upstream runs SageMaker's stateful sessions (`SAGEMAKER_ENABLE_STATEFUL_SESSIONS`):
+    /// an `/invocations` request's session header names a session it may know. Without
+    /// them, vLLM refuses any such header.
+    pub sagemaker_sessions: bool,
 }
 
 /// vLLM's default `VLLM_MAX_COMPLETION_PROMPTS`.
@@ -133,6 +137,11 @@ pub enum Invalid {
     /// A request chat template without `--trust-request-chat-template`.
     #[error("Chat template is passed with request, but --trust-request-chat-template is not set.")]
     ChatTemplate,
+    /// `/invocations`: SageMaker's session layer refuses the request before anything else
+    /// reads it: a body with a top-level `requestType` (a session request, or a malformed
+    /// one), or a session header while stateful sessions are off.
+    #[error("SageMaker's session layer refuses the request (a requestType member, or a session header while sessions are off)")]
+    SageMakerSession,
 }
 
 impl Invalid {
@@ -159,7 +168,7 @@ impl Invalid {
         match self {
             Invalid::FieldType { gated, .. } => gated,
             // vLLM refuses it whatever the gated fields hold: it goes as sent.
-            Invalid::NoHandler => &Field::ALL,
+            Invalid::NoHandler | Invalid::SageMakerSession => &Field::ALL,
             _ => &[],
         }
     }
@@ -464,17 +473,30 @@ fn gate(f: &Findings) -> Verdict {
 /// vLLM 0.31's verdict for an untrusted server on a parsed body sent to a route it serves
 /// (without the SageMaker adapter header, [`judge`]).
 pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
-    verdict_with(route, f, up, None)
+    verdict_with(route, f, up, Head::default())
 }
 
-/// [`verdict`], with the request's `X-Amzn-SageMaker-Adapter-Identifier`: SageMaker's
-/// adapter injection makes it an `/invocations` body's `model` (see `request_errors`).
-fn verdict_with(
-    route: RouteKind,
-    f: &Findings,
-    up: &UpstreamFacts,
-    adapter: Option<&str>,
-) -> Verdict {
+/// Whether SageMaker's session layer refuses an `/invocations` request: its body has a
+/// top-level `requestType` (`SessionRequest` forbids every other member, so a body with the
+/// gated fields is never a valid one, and without sessions none is), or it names a session
+/// (a non-empty header) while the upstream keeps none.
+fn session_refused(f: &Findings, up: &UpstreamFacts, head: Head<'_>) -> bool {
+    let session = head.session.is_some_and(|v| !v.is_empty());
+    f.member("requestType").is_some() || (session && !up.sagemaker_sessions)
+}
+
+/// [`verdict`], with what SageMaker's layers read from the request's head on
+/// `/invocations`: the session header, and the adapter header, which its adapter injection
+/// makes the body's `model` (see `request_errors`).
+fn verdict_with(route: RouteKind, f: &Findings, up: &UpstreamFacts, head: Head<'_>) -> Verdict {
+    if route == RouteKind::Invocations && session_refused(f, up, head) {
+        return Verdict::Invalid(Invalid::SageMakerSession);
+    }
+    // Starlette decodes header values as Latin-1.
+    let adapter = head
+        .adapter
+        .map(|v| v.iter().map(|&b| char::from(b)).collect::<String>());
+    let adapter = adapter.as_deref();
     if let Some(e) = type_errors(route, f, up) {
         return Verdict::Invalid(e);
     }
@@ -670,17 +692,34 @@ pub struct Head<'a> {
     /// The first `X-Amzn-SageMaker-Adapter-Identifier`, which SageMaker's adapter
     /// injection makes an `/invocations` body's `model`.
     pub adapter: Option<&'a [u8]>,
+    /// The first `X-Amzn-SageMaker-Session-Id`, which SageMaker's session layer checks on
+    /// `/invocations`.
+    pub session: Option<&'a [u8]>,
 }
 
 impl<'a> Head<'a> {
     /// The header that names the model SageMaker's adapter injection puts in the body.
     pub const ADAPTER: &'static str = "x-amzn-sagemaker-adapter-identifier";
 
+    /// The header that names a SageMaker stateful session.
+    pub const SESSION: &'static str = "x-amzn-sagemaker-session-id";
+
     /// A head with only a content type.
     pub fn content_type(content_type: Option<&'a [u8]>) -> Self {
         Head {
             content_type,
-            adapter: None,
+            ..Head::default()
+        }
+    }
+
+    /// The head of a request: its content type and SageMaker's headers (their first
+    /// values).
+    pub fn of(headers: &'a http::HeaderMap) -> Self {
+        let first = |name: &str| headers.get(name).map(http::HeaderValue::as_bytes);
+        Head {
+            content_type: first("content-type"),
+            adapter: first(Head::ADAPTER),
+            session: first(Head::SESSION),
         }
     }
 }
@@ -723,13 +762,7 @@ pub fn judge(
         };
     }
     match findings {
-        Ok(f) => {
-            // Starlette decodes header values as Latin-1.
-            let adapter = head
-                .adapter
-                .map(|v| v.iter().map(|&b| char::from(b)).collect::<String>());
-            (verdict_with(route, &f, up, adapter.as_deref()), Some(f))
-        }
+        Ok(f) => (verdict_with(route, &f, up, head), Some(f)),
         Err(e) => unparsed(e),
     }
 }

@@ -812,6 +812,7 @@ fn invocations_bodies_name_no_model() {
         let head = Head {
             content_type: Some(b"application/json"),
             adapter,
+            ..Head::default()
         };
         judge(RouteKind::Invocations, head, body, 970, &up).0
     };
@@ -827,9 +828,60 @@ fn invocations_bodies_name_no_model() {
     let head = Head {
         content_type: Some(b"application/json"),
         adapter: Some(b"nope"),
+        ..Head::default()
     };
     let chat = br#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"mm_processor_kwargs":{"a":1}}"#;
     assert_eq!(judge(RouteKind::Chat, head, chat, 970, &up).0, gate);
+}
+
+/// SageMaker's session layer reads an `/invocations` request before anything else: a body
+/// with a top-level `requestType` is a session request (a malformed one with any other
+/// member), and a session header is refused while stateful sessions are off. (Checked
+/// against the generating server.)
+#[test]
+fn invocations_pass_sagemakers_session_layer_first() {
+    let mut up = UpstreamFacts {
+        served_models: Some(vec!["tiny".into()]),
+        ..Default::default()
+    };
+    let chat = r#""messages":[{"role":"user","content":"hi"}],"mm_processor_kwargs":{"a":1}"#;
+    let judged = |up: &UpstreamFacts, body: &str, session: Option<&[u8]>| {
+        let head = Head {
+            content_type: Some(b"application/json"),
+            session,
+            ..Head::default()
+        };
+        judge(RouteKind::Invocations, head, body.as_bytes(), 970, up).0
+    };
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    let session = Verdict::Invalid(Invalid::SageMakerSession);
+    let plain = format!("{{{chat}}}");
+    assert_eq!(judged(&up, &plain, None), gate);
+    assert_eq!(judged(&up, &plain, Some(b"")), gate);
+    assert_eq!(judged(&up, &plain, Some(b"abc")), session);
+    for member in [
+        r#""requestType":"NEW_SESSION""#,
+        r#""request\u0054ype":null"#,
+    ] {
+        let body = format!("{{{chat},{member}}}");
+        assert_eq!(judged(&up, &body, None), session, "{member}");
+    }
+    // With sessions on, the header may name a live session: not judged.
+    up.sagemaker_sessions = true;
+    assert_eq!(judged(&up, &plain, Some(b"abc")), gate);
+    // Other routes have no session layer.
+    let head = Head {
+        content_type: Some(b"application/json"),
+        session: Some(b"abc"),
+        ..Head::default()
+    };
+    let body = format!(r#"{{"model":"tiny",{chat},"requestType":"CLOSE"}}"#);
+    assert_eq!(
+        judge(RouteKind::Chat, head, body.as_bytes(), 970, &up).0,
+        gate
+    );
+    // The session layer goes first, and vLLM's answer counts every member: sent as is.
+    assert_eq!(Invalid::SageMakerSession.mistyped_gated(), &Field::ALL);
 }
 
 /// A bounded number field refuses NaN and the infinities, and reads a numeric string as

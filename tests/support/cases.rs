@@ -108,6 +108,9 @@ impl Case {
             adapter: self
                 .header(mmgate::contract::Head::ADAPTER)
                 .map(str::as_bytes),
+            session: self
+                .header(mmgate::contract::Head::SESSION)
+                .map(str::as_bytes),
         }
     }
 

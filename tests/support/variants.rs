@@ -263,16 +263,23 @@ fn earlier_check(rng: &mut Rng, body: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The case sent to `/invocations` (which dispatches it by its shape), with or without a
-/// SageMaker adapter header, which names the model there.
+/// SageMaker adapter header, which names the model there, and now and then a session header,
+/// which SageMaker's session layer refuses on a server without sessions.
 fn invocation(rng: &mut Rng, c: &Case) -> Case {
     const ADAPTERS: [Option<&str>; 5] = [None, Some("tiny"), Some(""), Some("nope"), Some("tiny ")];
-    let adapter = rng.pick(&ADAPTERS);
+    const SESSIONS: [Option<&str>; 4] = [None, None, None, Some("s-1")];
+    let (adapter, session) = (rng.pick(&ADAPTERS), rng.pick(&SESSIONS));
     let mut headers = c.headers.clone();
-    if let Some(a) = adapter {
-        headers.push((mmgate::contract::Head::ADAPTER.to_string(), a.to_string()));
+    for (name, value) in [
+        (mmgate::contract::Head::ADAPTER, adapter),
+        (mmgate::contract::Head::SESSION, session),
+    ] {
+        if let Some(v) = value {
+            headers.push((name.to_string(), v.to_string()));
+        }
     }
     Case {
-        id: format!("{}~invocations:{adapter:?}", c.id),
+        id: format!("{}~invocations:{adapter:?}:{session:?}", c.id),
         path: "/invocations".into(),
         headers,
         ..c.clone()
