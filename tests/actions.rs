@@ -509,14 +509,15 @@ async fn unclassifiable_bodies_are_refused_or_forwarded_as_the_policy_says() {
         r.text(),
         r#"{"error":{"message":"1 validation error:\n  {'type': 'json_invalid', 'loc': 'body.1', 'msg': 'JSON decode error', 'input': '<dict of 0 items>', 'ctx': {'error': 'Expecting property name enclosed in double quotes'}}","type":"Bad Request","param":"body.1","code":400}}"#
     );
-    // One whose words mmgate cannot be sure of (how Python shows "€") gets its own.
+    // One whose words mmgate cannot be sure of (what vLLM's `sanitize_message` makes of a
+    // path among characters past Latin-1) gets its own.
     let r = send(
         &client(),
         gw.addr,
         "POST",
         CHAT,
         &json,
-        "\"€\"".as_bytes().to_vec(),
+        "\"/usr/€\"".as_bytes().to_vec(),
     )
     .await;
     assert_eq!(r.status, 400);

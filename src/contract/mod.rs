@@ -743,8 +743,13 @@ pub fn judge(
     {
         return (Verdict::Invalid(Invalid::RouteNotServed), findings.ok());
     }
+    let session = match head.session {
+        Some(v) if !v.is_empty() && up.sagemaker_sessions => unparsed::Session::Unknown,
+        Some(v) if !v.is_empty() => unparsed::Session::Refused,
+        _ => unparsed::Session::Absent,
+    };
     let unparsed = |e: InspectError| {
-        let answer = unparsed::answer(route, &e);
+        let answer = unparsed::answer(route, &e, body, session);
         (Verdict::Invalid(Invalid::Body(e, answer)), None)
     };
     if !json_content_type(content_type) {

@@ -10,7 +10,9 @@
 //! - an empty body (or `null`) is a missing body, and any other non-object value fails each
 //!   model of the route's union with `model_attributes_type`.
 //!
-//! `/invocations` reads the body itself and words a `JSONDecodeError` as Python prints it.
+//! `/invocations` reads the body itself, through SageMaker's session layer and adapter
+//! injection: a `JSONDecodeError` is worded as Python prints it, and so are the other
+//! exceptions those layers raise on a body that is no object or no text.
 //! The messages are those of the Python 3.11 `json` module the recorded server runs
 //! (3.13 words a trailing comma differently).
 
@@ -19,37 +21,54 @@ use http::StatusCode;
 
 use crate::classify::RouteKind;
 use crate::error::envelope;
+use crate::inspect::python::repr;
 use crate::inspect::scan::SyntaxError;
 use crate::inspect::{InspectError, DEFAULT_MAX_DEPTH};
 
 /// FastAPI's answer to a body whose parsing raised anything but a `JSONDecodeError`.
 pub const PARSE_ERROR_BODY: &str = r#"{"detail":"There was an error parsing the body"}"#;
 
-/// vLLM's answer to a body `inspect` refused with `error` on `route`, or `None` where
-/// mmgate cannot know its words.
-pub(super) fn answer(route: RouteKind, error: &InspectError) -> Option<Bytes> {
+/// What SageMaker's session layer makes of an `/invocations` request's session header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Session {
+    /// None, or an empty one.
+    Absent,
+    /// One, while the server keeps no sessions: refused.
+    Refused,
+    /// One, on a server with sessions: it may name a live one.
+    Unknown,
+}
+
+/// vLLM's answer to `body`, which `inspect` refused with `error`, on `route`, or `None`
+/// where mmgate cannot know its words.
+pub(super) fn answer(
+    route: RouteKind,
+    error: &InspectError,
+    body: &[u8],
+    session: Session,
+) -> Option<Bytes> {
     if route == RouteKind::Invocations {
-        return invocations(error);
+        return invocations(error, body, session);
     }
     let parse_error = || Some(Bytes::from_static(PARSE_ERROR_BODY.as_bytes()));
     match error {
         InspectError::Empty
         | InspectError::NotObject {
             type_name: "null", ..
-        } => Some(validation(1, &missing(), "body")),
+        } => validation(1, &missing(), "body"),
         InspectError::NotObject {
             input: Some(input), ..
         } => {
-            let error = model_attributes(input)?;
-            Some(validation(super::route_models(route), &error, "body"))
+            let error = model_attributes(input);
+            validation(super::route_models(route), &error, "body")
         }
         InspectError::NotObject { input: None, .. } => None,
         InspectError::Json { what, pos, .. } => {
             let error = format!(
                 "{{'type': 'json_invalid', 'loc': 'body.{pos}', 'msg': 'JSON decode error', 'input': '<dict of 0 items>', 'ctx': {{'error': {}}}}}",
-                repr(what)?
+                repr(what)
             );
-            Some(validation(1, &error, &format!("body.{pos}")))
+            validation(1, &error, &format!("body.{pos}"))
         }
         InspectError::Decode(_) | InspectError::Syntax(SyntaxError::IntTooLong { .. }) => {
             parse_error()
@@ -62,9 +81,11 @@ pub(super) fn answer(route: RouteKind, error: &InspectError) -> Option<Bytes> {
     }
 }
 
-/// `/invocations`: `JSON decode error: <Python's str() of the JSONDecodeError>`; other
-/// failures surface as Python exception texts mmgate does not reproduce.
-fn invocations(error: &InspectError) -> Option<Bytes> {
+/// `/invocations`: `JSON decode error: <Python's str() of the JSONDecodeError>`; for a body
+/// that is no object, the exception SageMaker's layers raise on it (the session layer's
+/// `"requestType" in body`, then its session header check, then the adapter injection's
+/// `body["model"] = ...`); for undecodable UTF-8, Python's `UnicodeDecodeError`.
+fn invocations(error: &InspectError, body: &[u8], session: Session) -> Option<Bytes> {
     let (what, pos, line, column) = match *error {
         InspectError::Empty => ("Expecting value", 0, 1, 1),
         InspectError::Json {
@@ -73,6 +94,22 @@ fn invocations(error: &InspectError) -> Option<Bytes> {
             line,
             column,
         } => (what, pos, line, column),
+        InspectError::NotObject {
+            python_type,
+            may_hold_request_type,
+            ..
+        } => return not_an_object(python_type, may_hold_request_type, session),
+        InspectError::Decode(ref e) => {
+            let bom = match e.encoding {
+                "utf-8" => 0,
+                "utf-8-sig" => 3,
+                _ => return None,
+            };
+            return Some(raised(&utf8_error(
+                &body[bom..],
+                e.offset.checked_sub(bom)?,
+            )?));
+        }
         _ => return None,
     };
     let message = format!("JSON decode error: {what}: line {line} column {column} (char {pos})");
@@ -84,68 +121,235 @@ fn invocations(error: &InspectError) -> Option<Bytes> {
     ))
 }
 
+/// The answer to an exception vLLM's handler turns into a 400 (`BadRequestError`).
+fn raised(message: &str) -> Bytes {
+    envelope(StatusCode::BAD_REQUEST, "BadRequestError", None, message)
+}
+
+/// SageMaker's layers on an `/invocations` body that parsed to no object, of Python type
+/// `python_type`.
+fn not_an_object(
+    python_type: &str,
+    may_hold_request_type: bool,
+    session: Session,
+) -> Option<Bytes> {
+    let message = match python_type {
+        // `"requestType" in body` (a str or list that holds it is a session request).
+        "str" | "list" if may_hold_request_type => return None,
+        "str" | "list" => match session {
+            Session::Refused => {
+                return Some(envelope(
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request",
+                    None,
+                    SESSIONS_OFF,
+                ))
+            }
+            Session::Unknown => return None,
+            Session::Absent if python_type == "str" => {
+                "'str' object does not support item assignment".to_owned()
+            }
+            Session::Absent => "list indices must be integers or slices, not str".to_owned(),
+        },
+        other => format!("argument of type '{other}' is not iterable"),
+    };
+    Some(raised(&message))
+}
+
+/// SageMaker's answer to a session header on a server without stateful sessions.
+const SESSIONS_OFF: &str = "Invalid payload. stateful sessions not enabled, X-Amzn-SageMaker-Session-Id header not supported";
+
+/// Python's `str()` of the `UnicodeDecodeError` that decoding `text` as UTF-8 (with
+/// `surrogatepass`, as `json.loads` decodes bytes) raises at `at`, its first undecodable
+/// byte: the byte or bytes CPython's decoder names, and why.
+fn utf8_error(text: &[u8], at: usize) -> Option<String> {
+    let lead = *text.get(at)?;
+    let rest = &text[at + 1..];
+    let continuation = |i: usize| rest.get(i).is_some_and(|b| b & 0xc0 == 0x80);
+    // The valid range of the second byte, and how many continuation bytes the lead needs.
+    let (second, needs) = match lead {
+        0xc2..=0xdf => (0x80..=0xbf, 1),
+        0xe0 => (0xa0..=0xbf, 2),
+        0xed => (0x80..=0x9f, 2),
+        0xe1..=0xef => (0x80..=0xbf, 2),
+        0xf0 => (0x90..=0xbf, 3),
+        0xf4 => (0x80..=0x8f, 3),
+        0xf1..=0xf3 => (0x80..=0xbf, 3),
+        _ => return Some(decode_message(lead, at, 1, "invalid start byte")),
+    };
+    // How many bytes after the lead are right (the second must be in its range).
+    let good = (0..needs)
+        .take_while(|&i| {
+            continuation(i) && (i > 0 || rest.first().is_some_and(|b| second.contains(b)))
+        })
+        .count();
+    let surrogate =
+        lead == 0xed && rest.first().is_some_and(|b| (0xa0..=0xbf).contains(b)) && continuation(1);
+    if good == needs || surrogate {
+        // A complete sequence is no error, nor an encoded surrogate (`surrogatepass`).
+        return None;
+    }
+    if at + 1 + good == text.len() {
+        let whole = text.len() - at;
+        return Some(decode_message(lead, at, whole, "unexpected end of data"));
+    }
+    Some(decode_message(
+        lead,
+        at,
+        good + 1,
+        "invalid continuation byte",
+    ))
+}
+
+/// `'utf-8' codec can't decode byte 0x.. in position N: why`, or `bytes in position N-M`.
+fn decode_message(lead: u8, at: usize, len: usize, why: &str) -> String {
+    if len == 1 {
+        format!("'utf-8' codec can't decode byte 0x{lead:02x} in position {at}: {why}")
+    } else {
+        let last = at + len - 1;
+        format!("'utf-8' codec can't decode bytes in position {at}-{last}: {why}")
+    }
+}
+
 fn missing() -> String {
     "{'type': 'missing', 'loc': 'body', 'msg': 'Field required', 'input': 'None'}".to_owned()
 }
 
-/// The error pydantic gives each model for a body that is no object, or `None` where
-/// vLLM's `sanitize_message` would rewrite the input (paths, addresses, tracebacks) or its
-/// `repr()` is not certain.
-fn model_attributes(input: &str) -> Option<String> {
-    if input.contains('/') || input.contains(" at 0x") || input.contains("File \"") {
-        return None;
-    }
-    Some(format!(
+/// The error pydantic gives each model for a body that is no object.
+fn model_attributes(input: &str) -> String {
+    format!(
         "{{'type': 'model_attributes_type', 'loc': 'body', 'msg': 'Input should be a valid dictionary or object to extract fields from', 'input': {}}}",
-        repr(input)?
-    ))
+        repr(input)
+    )
 }
 
-/// vLLM's `validation_exception_handler` body for `count` copies of `error`.
-fn validation(count: usize, error: &str, param: &str) -> Bytes {
+/// vLLM's `validation_exception_handler` body for `count` copies of `error`, or `None`
+/// where mmgate does not know what its `sanitize_message` makes of the text.
+fn validation(count: usize, error: &str, param: &str) -> Option<Bytes> {
     let label = if count == 1 { "error" } else { "errors" };
     let mut message = format!("{count} validation {label}:");
     for _ in 0..count {
         message.push_str("\n  ");
         message.push_str(error);
     }
-    envelope(
+    Some(envelope(
         StatusCode::BAD_REQUEST,
         "Bad Request",
         Some(param),
-        &message,
-    )
+        &sanitized(&message)?,
+    ))
 }
 
-/// Python's `repr()` of a string, or `None` for one with characters past Latin-1 (whether
-/// Python shows them or escapes them depends on its Unicode tables).
-fn repr(s: &str) -> Option<String> {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            ' '..='~' => out.push(c),
-            // Controls, DEL, C1 controls, no-break space, soft hyphen: not printable.
-            '\0'..='\u{a0}' | '\u{ad}' => out.push_str(&format!("\\x{:02x}", c as u32)),
-            '\u{a1}'..='\u{ff}' => out.push(c),
-            _ => return None,
+/// vLLM's `sanitize_message` (every error message it sends passes through it): `" at
+/// 0x<hex>>"` becomes `">"`, and file paths become `<path>`; `None` for a traceback's
+/// `File "..."` text, and for paths among characters past Latin-1 (where Python's `\w`
+/// follows Unicode tables mmgate does not hold).
+fn sanitized(message: &str) -> Option<String> {
+    if message.contains("File \"") {
+        return None;
+    }
+    let mut text = addresses(message);
+    if text.contains('/') {
+        if text.chars().any(|c| u32::from(c) > 0xff) {
+            return None;
+        }
+        text = system_paths(&text);
+        text = file_paths(&text);
+    }
+    Some(text)
+}
+
+/// `re.sub(r" at 0x[0-9a-fA-F]+>", ">", text)`.
+fn addresses(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(" at 0x") {
+        let hex = rest[at + 6..]
+            .bytes()
+            .take_while(u8::is_ascii_hexdigit)
+            .count();
+        let end = at + 6 + hex;
+        if hex > 0 && rest[end..].starts_with('>') {
+            out.push_str(&rest[..at]);
+            rest = &rest[end..];
+        } else {
+            out.push_str(&rest[..at + 1]);
+            rest = &rest[at + 1..];
         }
     }
-    out.push(quote);
-    Some(out)
+    out.push_str(rest);
+    out
+}
+
+/// Python's `\w` over Latin-1 (`[a-zA-Z0-9_]` and the letters and digits of
+/// `str.isalnum()`).
+fn word(c: char) -> bool {
+    c.is_ascii_alphanumeric()
+        || matches!(c, '_' | 'ª' | '²' | '³' | 'µ' | '¹' | 'º' | '¼' | '½' | '¾')
+        || matches!(c, 'À'..='Ö' | 'Ø'..='ö' | 'ø'..='ÿ')
+}
+
+/// Replaces each leftmost match of `matches` (given the text from a position, the length
+/// of the match starting there) with `<path>`.
+fn replace_paths(text: &str, matches: impl Fn(&[char]) -> Option<usize>) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        match (chars[i] == '/').then(|| matches(&chars[i..])).flatten() {
+            Some(len) => {
+                out.push_str("<path>");
+                i += len;
+            }
+            None => {
+                out.push(chars[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The length of the run of `/`-led segments of `segment` characters at the start of
+/// `text`, and how many segments it holds.
+fn segments(text: &[char], segment: impl Fn(char) -> bool) -> (usize, usize) {
+    let (mut len, mut count) = (0, 0);
+    while text.get(len) == Some(&'/') {
+        let run = text[len + 1..].iter().take_while(|&&c| segment(c)).count();
+        if run == 0 {
+            break;
+        }
+        len += 1 + run;
+        count += 1;
+    }
+    (len, count)
+}
+
+/// `re.sub(r"/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+", "<path>", text)`.
+fn system_paths(text: &str) -> String {
+    const ROOTS: [&str; 9] = [
+        "home", "usr", "opt", "var", "tmp", "root", "lib", "mnt", "srv",
+    ];
+    replace_paths(text, |at| {
+        let root = ROOTS.iter().find(|r| {
+            let r: Vec<char> = r.chars().collect();
+            at[1..].starts_with(&r) && at.get(1 + r.len()) == Some(&'/')
+        })?;
+        let (len, count) = segments(&at[1 + root.len()..], |c| word(c) || c == '.' || c == '-');
+        (count > 0).then_some(1 + root.len() + len)
+    })
+}
+
+/// `re.sub(r"(?:/[\w\-]+)+/[\w\-]+\.\w+", "<path>", text)`: two segments or more, the
+/// last followed by a dot and a word (a later start in the same run ends the same way).
+fn file_paths(text: &str) -> String {
+    replace_paths(text, |at| {
+        let (len, count) = segments(at, |c| word(c) || c == '-');
+        let extension = at[len..]
+            .get(1..)
+            .map_or(0, |rest| rest.iter().take_while(|&&c| word(c)).count());
+        (count >= 2 && at.get(len) == Some(&'.') && extension > 0).then_some(len + 1 + extension)
+    })
 }
 
 #[cfg(test)]
@@ -153,25 +357,105 @@ mod tests {
     use super::*;
 
     #[test]
-    fn strings_are_repred_as_python_does() {
-        for (s, want) in [
-            ("x", "'x'"),
-            ("it's", "\"it's\""),
-            ("q'\"", "'q\\'\"'"),
-            ("a\\b", "'a\\\\b'"),
-            (
-                "a\nb\t\u{1}\u{7f}\u{a0}\u{ad}é",
-                "'a\\nb\\t\\x01\\x7f\\xa0\\xadé'",
-            ),
-            ("Expecting ':' delimiter", "\"Expecting ':' delimiter\""),
+    fn messages_are_sanitized_as_vllm_sanitizes_them() {
+        // Each pair from Python 3.11's `re` running vLLM's `sanitize_message`.
+        for (message, want) in [
+            ("/usr/x", "<path>"),
+            ("/a/b.c", "<path>"),
+            ("/a/b/c.d/e", "<path>/e"),
+            ("/library/x", "/library/x"),
+            ("x/usr/a.b/c", "x<path>"),
+            ("/a/b.", "/a/b."),
+            ("/a/b.é", "<path>"),
+            ("/a/b-c.d_e/f", "<path>/f"),
+            ("/usr/", "/usr/"),
+            ("/usrx/a/b.c", "<path>"),
+            ("<x at 0x1F>", "<x>"),
+            ("a at 0x> at 0xz> at 0xab>", "a at 0x> at 0xz>>"),
+            ("//a/b.c", "/<path>"),
+            ("/a//b.c", "/a//b.c"),
+            ("/lib/é", "<path>"),
+            ("/a/b.c/d/e.f", "<path><path>"),
+            ("/tmp", "/tmp"),
+            ("/home/a/b /var/x", "<path> <path>"),
+            ("/a/b._", "<path>"),
         ] {
-            assert_eq!(repr(s).as_deref(), Some(want), "{s:?}");
+            assert_eq!(sanitized(message).as_deref(), Some(want), "{message}");
         }
-        assert_eq!(repr("€"), None);
+        assert_eq!(sanitized("/a/b.c €"), None);
+        assert_eq!(sanitized("€ x").as_deref(), Some("€ x"));
+        assert_eq!(sanitized("File \"x\", line 1, in f"), None);
     }
 
     fn text(route: RouteKind, e: &InspectError) -> Option<String> {
-        answer(route, e).map(|b| String::from_utf8(b.to_vec()).unwrap())
+        answer(route, e, b"", Session::Absent).map(|b| String::from_utf8(b.to_vec()).unwrap())
+    }
+
+    /// `/invocations`' answers to bodies that are no object or no UTF-8 text, each checked
+    /// against the render server and Python 3.11.
+    #[test]
+    fn invocations_answers_are_sagemakers_words() {
+        let judged = |body: &[u8], session: Session| {
+            let e = crate::inspect::inspect(body, DEFAULT_MAX_DEPTH).unwrap_err();
+            answer(RouteKind::Invocations, &e, body, session)
+                .map(|b| String::from_utf8(b.to_vec()).unwrap())
+        };
+        let raised = |m: &str| {
+            format!(
+                r#"{{"error":{{"message":"{m}","type":"BadRequestError","param":null,"code":400}}}}"#
+            )
+        };
+        for (body, message) in [
+            (&b"null"[..], "argument of type 'NoneType' is not iterable"),
+            (b"true", "argument of type 'bool' is not iterable"),
+            (b"-12", "argument of type 'int' is not iterable"),
+            (b"1e3", "argument of type 'float' is not iterable"),
+            (b"-Infinity", "argument of type 'float' is not iterable"),
+            (br#""x""#, "'str' object does not support item assignment"),
+            (b"[1]", "list indices must be integers or slices, not str"),
+            (
+                b"{\"a\":\"\xc3x\"}",
+                "'utf-8' codec can't decode byte 0xc3 in position 6: invalid continuation byte",
+            ),
+            (
+                b"\xef\xbb\xbf{\"a\":\"\xe2\x82x\"}",
+                "'utf-8' codec can't decode bytes in position 6-7: invalid continuation byte",
+            ),
+            (
+                b"{\"a\":\"\xed\xa0\"}",
+                "'utf-8' codec can't decode byte 0xed in position 6: invalid continuation byte",
+            ),
+            (
+                b"{\"a\":\"\xf0\x9f\x98",
+                "'utf-8' codec can't decode bytes in position 6-8: unexpected end of data",
+            ),
+            (
+                b"{\"a\":\"\xf0\x8f\x98\x80\"}",
+                "'utf-8' codec can't decode byte 0xf0 in position 6: invalid continuation byte",
+            ),
+            (
+                b"{\"a\":\"\xff\"}",
+                "'utf-8' codec can't decode byte 0xff in position 6: invalid start byte",
+            ),
+        ] {
+            assert_eq!(
+                judged(body, Session::Absent),
+                Some(raised(message)),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        // A str or list that may hold "requestType" is a session request: not worded here.
+        assert_eq!(judged(br#""a requestType""#, Session::Absent), None);
+        assert_eq!(judged(br#"[1,"requestType"]"#, Session::Absent), None);
+        // The session header is checked after `in`, before the adapter injection.
+        let off = judged(br#""x""#, Session::Refused).unwrap();
+        assert!(off.contains("stateful sessions not enabled"), "{off}");
+        assert_eq!(judged(br#""x""#, Session::Unknown), None);
+        assert_eq!(
+            judged(b"null", Session::Refused),
+            Some(raised("argument of type 'NoneType' is not iterable"))
+        );
     }
 
     #[test]
@@ -193,6 +477,8 @@ mod tests {
         let list = InspectError::NotObject {
             type_name: "array",
             input: Some("<list of 2 items>".into()),
+            python_type: "list",
+            may_hold_request_type: false,
         };
         let tokenize = text(RouteKind::Tokenize, &list).unwrap();
         assert!(tokenize.starts_with(r#"{"error":{"message":"2 validation errors:\n  {'type': 'model_attributes_type', 'loc': 'body', 'msg': 'Input should be a valid dictionary or object to extract fields from', 'input': '<list of 2 items>'}\n  {'type'"#), "{tokenize}");
@@ -215,12 +501,23 @@ mod tests {
             offset: 0,
             limit: 64,
         });
-        assert_eq!(answer(RouteKind::Chat, &shallow), None, "not vLLM's limit");
+        assert_eq!(text(RouteKind::Chat, &shallow), None, "not vLLM's limit");
         assert_eq!(text(RouteKind::Invocations, &deep), None);
         let path = InspectError::NotObject {
             type_name: "string",
             input: Some("/usr/lib/x".into()),
+            python_type: "str",
+            may_hold_request_type: false,
         };
-        assert_eq!(text(RouteKind::Chat, &path), None, "vLLM rewrites paths");
+        // vLLM rewrites paths (checked against the render server).
+        let answer = text(RouteKind::Chat, &path).unwrap();
+        assert!(answer.contains("'input': '<path>'}"), "{answer}");
+        let unknown = InspectError::NotObject {
+            type_name: "string",
+            input: Some("/usr/lib/€".into()),
+            python_type: "str",
+            may_hold_request_type: false,
+        };
+        assert_eq!(text(RouteKind::Chat, &unknown), None, "\\w past Latin-1");
     }
 }

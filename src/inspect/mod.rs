@@ -9,7 +9,8 @@
 pub mod coerce;
 pub mod decode;
 mod plain;
-mod python;
+mod printable;
+pub mod python;
 pub mod scan;
 mod shapes;
 pub mod values;
@@ -530,6 +531,11 @@ pub enum InspectError {
         /// The value as vLLM's validation error shows it (its Python `str()`, cut to 200
         /// characters; `None` where mmgate cannot be sure of it).
         input: Option<String>,
+        /// Its Python type's name (`NoneType`, `bool`, `int`, `float`, `str`, `list`).
+        python_type: &'static str,
+        /// Whether `"requestType" in value` may be true (SageMaker's session layer asks):
+        /// a string that holds it, or a list that may hold it.
+        may_hold_request_type: bool,
     },
 }
 
@@ -585,9 +591,23 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
         let kind = sc.value(1)?;
         let (end, len) = (sc.pos, sc.inner_len());
         trailing(&mut sc)?;
+        let literal = &decoded.text[start..end];
         return Err(InspectError::NotObject {
             type_name: kind.type_name(),
-            input: python::shown(kind, &decoded.text[start..end], len),
+            input: python::shown(kind, literal, len),
+            python_type: python::type_name(kind, literal),
+            may_hold_request_type: match kind {
+                Kind::Str { .. } => memchr::memmem::find(
+                    &scan::decoded(&literal[1..literal.len() - 1]),
+                    b"requestType",
+                )
+                .is_some(),
+                Kind::Array { .. } => {
+                    memchr::memmem::find(literal, b"requestType").is_some()
+                        || literal.contains(&b'\\')
+                }
+                _ => false,
+            },
         });
     }
     sc.members(1, |sc, key| {

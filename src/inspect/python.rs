@@ -1,5 +1,6 @@
 //! A JSON value as Python shows it: the `str()` of what `json.loads` makes of it, cut as
-//! vLLM's validation errors cut an `input` (`_summarize_error_input`).
+//! vLLM's validation errors cut an `input` (`_summarize_error_input`), and the `repr()` of
+//! a string.
 
 use super::scan::{self, Kind};
 
@@ -37,6 +38,58 @@ pub(super) fn shown(kind: Kind, literal: &[u8], len: usize) -> Option<String> {
         Kind::Object { .. } => return None,
     };
     Some(cut(text))
+}
+
+/// The name of the Python type `json.loads` makes of the scanned value `literal`.
+pub(super) fn type_name(kind: Kind, literal: &[u8]) -> &'static str {
+    match kind {
+        Kind::Null => "NoneType",
+        Kind::Bool(_) => "bool",
+        Kind::Number { .. } if !literal.iter().any(|c| matches!(c, b'.' | b'e' | b'E')) => "int",
+        Kind::Number { .. } | Kind::NonFinite => "float",
+        Kind::Str { .. } => "str",
+        Kind::Array { .. } => "list",
+        Kind::Object { .. } => "dict",
+    }
+}
+
+/// Whether Python's `str.isprintable()` takes `c` (its `repr()` shows it as it is).
+pub fn printable(c: char) -> bool {
+    use super::printable::NOT_PRINTABLE;
+    let c = u32::from(c);
+    let after = NOT_PRINTABLE.partition_point(|&(lo, _)| lo <= c);
+    after == 0 || c > NOT_PRINTABLE[after - 1].1
+}
+
+/// Python's `repr()` of a string: single quotes unless it holds one and no double quote;
+/// backslash, tab, newline, return and the quote escaped; characters `str.isprintable()`
+/// refuses as `\xhh`, `\uhhhh` or `\Uhhhhhhhh`.
+pub fn repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if printable(c) => out.push(c),
+            c if u32::from(c) < 0x100 => out.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c if u32::from(c) < 0x10000 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push_str(&format!("\\U{:08x}", u32::from(c))),
+        }
+    }
+    out.push(quote);
+    out
 }
 
 /// `text[:200] + "...[truncated]"` when it is longer than 200 characters.
@@ -90,6 +143,31 @@ pub(super) fn float_repr(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strings_are_repred_as_python_does() {
+        // Each from Python 3.11 (Unicode 14.0.0).
+        for (s, want) in [
+            ("x", "'x'"),
+            ("it's", "\"it's\""),
+            ("q'\"", "'q\\'\"'"),
+            ("a\\b", "'a\\\\b'"),
+            (
+                "a\nb\t\u{1}\u{7f}\u{a0}\u{ad}é",
+                "'a\\nb\\t\\x01\\x7f\\xa0\\xadé'",
+            ),
+            ("Expecting ':' delimiter", "\"Expecting ':' delimiter\""),
+            ("€", "'€'"),
+            ("a\u{2028}b", "'a\\u2028b'"),
+            ("\u{1F600}", "'\u{1F600}'"),
+            ("\u{E0001}", "'\\U000e0001'"),
+            ("\u{378}", "'\\u0378'"),
+            ("é\u{a0}", "'é\\xa0'"),
+            ("日本", "'日本'"),
+        ] {
+            assert_eq!(repr(s), want, "{s:?}");
+        }
+    }
 
     #[test]
     fn floats_read_as_python_writes_them() {
