@@ -100,15 +100,13 @@ fn invocations(error: &InspectError, body: &[u8], session: Session) -> Option<By
             ..
         } => return not_an_object(python_type, may_hold_request_type, session),
         InspectError::Decode(ref e) => {
-            let bom = match e.encoding {
-                "utf-8" => 0,
-                "utf-8-sig" => 3,
-                _ => return None,
+            let message = match e.encoding {
+                "utf-8" => utf8_error(body, e.offset)?,
+                // Positions count from after the BOM, which `utf-8-sig` strips first.
+                "utf-8-sig" => utf8_error(body.get(3..)?, e.offset.checked_sub(3)?)?,
+                wide => wide_error(wide, body, e.offset)?,
             };
-            return Some(raised(&utf8_error(
-                &body[bom..],
-                e.offset.checked_sub(bom)?,
-            )?));
+            return Some(raised(&message));
         }
         _ => return None,
     };
@@ -201,13 +199,36 @@ fn utf8_error(text: &[u8], at: usize) -> Option<String> {
     ))
 }
 
+/// Python's `str()` of the `UnicodeDecodeError` that decoding `body` (BOM included: the
+/// codecs count it) as UTF-16 or UTF-32 raises at `at`: a trailing part of a code unit
+/// (`truncated data`), or a UTF-32 unit past U+10FFFF. (Lone surrogates pass
+/// `surrogatepass`.)
+fn wide_error(codec: &str, body: &[u8], at: usize) -> Option<String> {
+    let unit = if codec.starts_with("utf-16") { 2 } else { 4 };
+    let left = body.len().checked_sub(at)?;
+    let first = *body.get(at)?;
+    let (len, why) = if left < unit {
+        (left, "truncated data")
+    } else if unit == 4 {
+        (4, "code point not in range(0x110000)")
+    } else {
+        return None;
+    };
+    Some(codec_message(codec, first, at, len, why))
+}
+
 /// `'utf-8' codec can't decode byte 0x.. in position N: why`, or `bytes in position N-M`.
 fn decode_message(lead: u8, at: usize, len: usize, why: &str) -> String {
+    codec_message("utf-8", lead, at, len, why)
+}
+
+/// Python's `UnicodeDecodeError` text for `len` bytes from `at`, the first being `first`.
+fn codec_message(codec: &str, first: u8, at: usize, len: usize, why: &str) -> String {
     if len == 1 {
-        format!("'utf-8' codec can't decode byte 0x{lead:02x} in position {at}: {why}")
+        format!("'{codec}' codec can't decode byte 0x{first:02x} in position {at}: {why}")
     } else {
         let last = at + len - 1;
-        format!("'utf-8' codec can't decode bytes in position {at}-{last}: {why}")
+        format!("'{codec}' codec can't decode bytes in position {at}-{last}: {why}")
     }
 }
 
@@ -444,6 +465,44 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(body)
             );
+        }
+        // UTF-16 and UTF-32 (positions count the BOM; the codec names its byte order).
+        let json = |enc: &str| -> Vec<u8> {
+            let units: Vec<u16> = r#"{"a":1}"#.encode_utf16().collect();
+            match enc {
+                "16le" => units.iter().flat_map(|u| u.to_le_bytes()).collect(),
+                "16be" => units.iter().flat_map(|u| u.to_be_bytes()).collect(),
+                _ => units
+                    .iter()
+                    .flat_map(|&u| u32::from(u).to_le_bytes())
+                    .collect(),
+            }
+        };
+        let mut odd = json("16le");
+        odd.push(0);
+        let mut bom_odd = b"\xff\xfe".to_vec();
+        bom_odd.extend(json("16le"));
+        bom_odd.push(0);
+        let mut be_odd = json("16be");
+        be_odd.push(0x7b);
+        let mut wide_tail = json("32le");
+        wide_tail.extend([0, 0, 0]);
+        let mut too_big = json("32le");
+        too_big.splice(24..24, [0, 0, 0x11, 0]);
+        for (body, message) in [
+            (odd, "'utf-16-le' codec can't decode byte 0x00 in position 14: truncated data"),
+            (bom_odd, "'utf-16-le' codec can't decode byte 0x00 in position 16: truncated data"),
+            (be_odd, "'utf-16-be' codec can't decode byte 0x7b in position 14: truncated data"),
+            (
+                wide_tail,
+                "'utf-32-le' codec can't decode bytes in position 28-30: truncated data",
+            ),
+            (
+                too_big,
+                "'utf-32-le' codec can't decode bytes in position 24-27: code point not in range(0x110000)",
+            ),
+        ] {
+            assert_eq!(judged(&body, Session::Absent), Some(raised(message)), "{message}");
         }
         // A str or list that may hold "requestType" is a session request: not worded here.
         assert_eq!(judged(br#""a requestType""#, Session::Absent), None);
