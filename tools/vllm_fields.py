@@ -293,7 +293,7 @@ def model_tags(models, filled=None):
         # Each field the kinds of its value decide, or that is required (unless filled in),
         # with the words a string must be when it is a `Literal` of strings.
         typed = tuple(
-            (n, kinds_expr(kinds), r and n not in gone, literal_words(a))
+            (n, kinds_expr(kinds), r and n not in gone, literal_words(a), scalar(a))
             for n, a, r in typed
             for kinds in [checked(a, accepts(a))]
             if (r and n not in gone) or kinds != set(KINDS)
@@ -302,6 +302,17 @@ def model_tags(models, filled=None):
         if tag not in out:
             out.append(tag)
     return out
+
+
+def scalar(a):
+    """`Scalar::Bool` or `Int` for a field of exactly that type (or an optional one), whose
+    strings and numbers pydantic's lax mode reads as such; else `Scalar::Any` (no tagged
+    object of vLLM 0.31 has a `float` field)."""
+    args = typing.get_args(a) if typing.get_origin(a) in (typing.Union, types.UnionType) else (a,)
+    non = [x for x in args if x is not type(None)]
+    if len(non) == 1 and non[0] in (bool, int):
+        return "Scalar::" + non[0].__name__.capitalize()
+    return "Scalar::Any"
 
 
 def literal_words(a):
@@ -334,7 +345,8 @@ def tags_expr(variant, tags):
     return variant + "(&[" + ", ".join(
         f"Tag {{ words: {strs(w)}, omitted: {str(o).lower()}, null: {str(n).lower()}, fields: &["
         + ", ".join(
-            f'("{name}", {kinds}, {str(req).lower()}, {strs(words)})' for name, kinds, req, words in r
+            f'("{name}", {kinds}, {str(req).lower()}, {strs(words)}, {sc})'
+            for name, kinds, req, words, sc in r
         ) + "] }"
         for w, o, n, r in tags
     ) + "])"
@@ -570,7 +582,7 @@ print("//! before-validators mmgate reproduces, the top-level fields whose JSON 
 print("//! (`str`, `int`, `list[...]`, unions of them), and the required fields of other types")
 print("//! (`tys: &[]`: only their absence is certain); `range`: the inclusive bounds of a")
 print("//! number field (`Field(ge=..., le=...)`).\n")
-print("use super::types::{Check, FieldTy, ModelTy, Tag, Ty};")
+print("use super::types::{Check, FieldTy, ModelTy, Scalar, Tag, Ty};")
 print("use crate::inspect::KindSet;\n")
 for const, paths in MODELS.items():
     print("#[rustfmt::skip]")

@@ -84,8 +84,32 @@ pub(super) struct Tag {
     pub(super) fields: &'static [TagField],
 }
 
-/// A field of a [`Tag`]: name, kinds, required, `Literal` words (empty: any string).
-pub(super) type TagField = (&'static str, KindSet, bool, &'static [&'static str]);
+/// A field of a [`Tag`]: name, kinds, required, `Literal` words (empty: any string), and
+/// the scalar type its strings and numbers are read as.
+pub(super) type TagField = (&'static str, KindSet, bool, &'static [&'static str], Scalar);
+
+/// The scalar type a field of a tagged object declares, whose strings and numbers pydantic's
+/// lax mode reads ([`crate::inspect::coerce`]); `Any` for every other type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Scalar {
+    Any,
+    Bool,
+    Int,
+}
+
+impl Scalar {
+    /// Whether the type may take the member's value, as far as its string or number
+    /// decides (its kind is judged apart).
+    fn takes(self, k: &crate::inspect::Key) -> bool {
+        let c = k.coerce;
+        match (self, k.kind) {
+            (Scalar::Any, _) => true,
+            (Scalar::Bool, Kind::Str { .. } | Kind::Number { .. }) => c.bool.is_some(),
+            (Scalar::Int, Kind::Str { .. } | Kind::Number { .. }) => c.int,
+            _ => true,
+        }
+    }
+}
 
 impl Ty {
     /// Whether only a list or an object can be of this type (every scalar is refused).
@@ -106,8 +130,9 @@ impl Tag {
 
     /// Whether this type may take the object, whose `type` is `tag`: that is one of the
     /// words (or absent or null, where the type allows), it has every required field, and
-    /// each field it has is of a kind the field may have and, for a `Literal`, a short
-    /// string one of its words (what is inside containers is not judged).
+    /// each field it has is of a kind the field may have, for a `Literal` a short string one
+    /// of its words, and for a `bool`, `int` or `float` a string or number that type takes
+    /// (what is inside containers is not judged).
     fn may_take(&self, t: Tagged<'_>, tag: TagValue) -> bool {
         let typed = match tag {
             TagValue::Absent => self.omitted,
@@ -116,17 +141,22 @@ impl Tag {
             TagValue::Other => false,
         };
         typed
-            && self.fields.iter().all(|&(name, kinds, required, words)| {
-                match t.get(name.as_bytes()) {
-                    Some(k) => {
-                        k.kinds.within(kinds)
-                            && (words.is_empty()
-                                || k.text
-                                    .is_none_or(|text| words.iter().any(|w| text.is(w.as_bytes()))))
-                    }
-                    None => !required,
-                }
-            })
+            && self
+                .fields
+                .iter()
+                .all(
+                    |&(name, kinds, required, words, scalar)| match t.get(name.as_bytes()) {
+                        Some(k) => {
+                            k.kinds.within(kinds)
+                                && scalar.takes(k)
+                                && (words.is_empty()
+                                    || k.text.is_none_or(|text| {
+                                        words.iter().any(|w| text.is(w.as_bytes()))
+                                    }))
+                        }
+                        None => !required,
+                    },
+                )
     }
 }
 

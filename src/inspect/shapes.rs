@@ -180,6 +180,8 @@ pub struct Key {
     pub kinds: KindSet,
     /// A string value of up to [`Name::MAX`] bytes, decoded (`None` for other values).
     pub text: Option<Name>,
+    /// What pydantic's lax `bool`, `int` and `float` make of a string or number value.
+    pub coerce: coerce::Coerce,
 }
 
 impl Key {
@@ -266,6 +268,7 @@ impl<'k> Reader<'k> {
             kind,
             kinds: sc.kinds(kind, start),
             text,
+            coerce: coerce::of(kind, token),
         });
         Ok(kind)
     }

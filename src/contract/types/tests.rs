@@ -211,9 +211,18 @@ fn responses_tools_are_refused_only_when_no_tool_type_takes_one() {
         r#"{"type":"function","name":"f","parameters":5}"#,
         r#"{"type":"function","name":"f","description":5}"#,
         r#"{"type":"mcp","server_label":"s","headers":5}"#,
+        // `bool` and `int` fields take only the strings and numbers pydantic reads as such.
+        r#"{"type":"function","name":"f","strict":"x"}"#,
+        r#"{"type":"function","name":"f","strict":2}"#,
+        r#"{"type":"function","name":"f","defer_loading":0.5}"#,
+        r#"{"type":"file_search","vector_store_ids":[],"max_num_results":"x"}"#,
+        r#"{"type":"file_search","vector_store_ids":[],"max_num_results":1.5}"#,
     ];
     let taken = [
         r#"{"type":"function","name":"f","parameters":null,"strict":"yes"}"#,
+        r#"{"type":"function","name":"f","strict":1.0,"defer_loading":"OFF"}"#,
+        r#"{"type":"file_search","vector_store_ids":[],"max_num_results":" 5 "}"#,
+        r#"{"type":"file_search","vector_store_ids":[],"max_num_results":5.0}"#,
         r#"{"type":"function","name":"f"}"#,
         r#"{"type":"\u0066unction","name":"f","parameters":{}}"#,
         r#"{"type":"web_search"}"#,
