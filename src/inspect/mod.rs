@@ -393,8 +393,9 @@ pub struct Member {
     pub chat_form: ChatForm,
     /// For an `include` list: its string elements, decoded (the Responses API's words).
     pub strings: Vec<Vec<u8>>,
-    /// For a `tools` list: the names a named tool choice may name.
-    pub tool_names: shapes::ToolNames,
+    /// For a `tools` list: the names a named tool choice may name (boxed: most members
+    /// have none, and a member is moved as it is collected).
+    pub tool_names: Option<Box<shapes::ToolNames>>,
     /// A string or number, for what pydantic's lax mode makes of it as `bool`, `int` and
     /// `float` ([`Member::coerce`]).
     scalar: coerce::Scalar,
@@ -680,7 +681,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             objects: shape.objects,
             keys: shape.keys,
             strings: shape.strings,
-            tool_names: shape.tool_names,
+            tool_names: shape.tool_names.any().then(|| Box::new(shape.tool_names)),
             nested: shape.nested,
             chat_form: shape.chat_form,
             scalar,
@@ -693,18 +694,8 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             .iter()
             .rev()
             .find(|m| &names[m.name.clone()] == b"tools");
-        let named = facts.tool_choice_name.as_ref();
-        facts.tool_choice_unmatched =
-            !named.is_some_and(|n| tools.is_some_and(|t| t.tool_names.chat.contains(n)));
-        let names = tools.map(|t| &t.tool_names);
-        facts.responses_choice_unmatched = match &facts.tool_choice_own_name {
-            shapes::NameValue::None => true,
-            shapes::NameValue::Text(name) => {
-                name.is_empty()
-                    || !names.is_some_and(|t| t.responses_any || t.responses.contains(name))
-            }
-            shapes::NameValue::Other(truthy) => !truthy,
-        };
+        let tool_names = tools.and_then(|t| t.tool_names.as_deref());
+        match_tool_choice(&mut facts, tool_names);
     }
     for m in &mut members {
         m.span = decoded.original_offset(m.span.start)..decoded.original_offset(m.span.end);
@@ -737,6 +728,20 @@ fn key_bytes(text: &[u8], key: StrSpan) -> std::borrow::Cow<'_, [u8]> {
     } else {
         std::borrow::Cow::Borrowed(raw)
     }
+}
+
+/// Notes whether an object `tool_choice` names none of the tools, as chat's and the
+/// Responses API's `check_tool_usage` each find it.
+fn match_tool_choice(facts: &mut Facts, tools: Option<&shapes::ToolNames>) {
+    let chat = facts.tool_choice_name.as_ref();
+    facts.tool_choice_unmatched = !chat.is_some_and(|n| tools.is_some_and(|t| t.chat.contains(n)));
+    facts.responses_choice_unmatched = match &facts.tool_choice_own_name {
+        shapes::NameValue::None => true,
+        shapes::NameValue::Text(name) => {
+            name.is_empty() || !tools.is_some_and(|t| t.responses_any || t.responses.contains(name))
+        }
+        shapes::NameValue::Other(truthy) => !truthy,
+    };
 }
 
 /// Whether WTF-8 text holds a surrogate code point (`ED A0..BF ..`).

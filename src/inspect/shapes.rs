@@ -45,6 +45,13 @@ pub struct ToolNames {
     pub responses_any: bool,
 }
 
+impl ToolNames {
+    /// Whether any name was collected (or the Responses API's check takes any).
+    pub(super) fn any(&self) -> bool {
+        !self.chat.is_empty() || !self.responses.is_empty() || self.responses_any
+    }
+}
+
 /// A `name` member's value as Python compares it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) enum NameValue {
