@@ -510,14 +510,14 @@ async fn unclassifiable_bodies_are_refused_or_forwarded_as_the_policy_says() {
         r#"{"error":{"message":"1 validation error:\n  {'type': 'json_invalid', 'loc': 'body.1', 'msg': 'JSON decode error', 'input': '<dict of 0 items>', 'ctx': {'error': 'Expecting property name enclosed in double quotes'}}","type":"Bad Request","param":"body.1","code":400}}"#
     );
     // One whose words mmgate cannot be sure of (what vLLM's `sanitize_message` makes of a
-    // path among characters past Latin-1) gets its own.
+    // traceback's `File "..."` text) gets its own.
     let r = send(
         &client(),
         gw.addr,
         "POST",
         CHAT,
         &json,
-        "\"/usr/€\"".as_bytes().to_vec(),
+        br#""File \"x\", line 1, in f""#.to_vec(),
     )
     .await;
     assert_eq!(r.status, 400);

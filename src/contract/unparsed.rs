@@ -21,7 +21,7 @@ use http::StatusCode;
 
 use crate::classify::RouteKind;
 use crate::error::envelope;
-use crate::inspect::python::repr;
+use crate::inspect::python::{repr, word};
 use crate::inspect::scan::SyntaxError;
 use crate::inspect::{InspectError, DEFAULT_MAX_DEPTH};
 
@@ -263,17 +263,13 @@ fn validation(count: usize, error: &str, param: &str) -> Option<Bytes> {
 
 /// vLLM's `sanitize_message` (every error message it sends passes through it): `" at
 /// 0x<hex>>"` becomes `">"`, and file paths become `<path>`; `None` for a traceback's
-/// `File "..."` text, and for paths among characters past Latin-1 (where Python's `\w`
-/// follows Unicode tables mmgate does not hold).
+/// `File "..."` text, which mmgate does not rewrite.
 fn sanitized(message: &str) -> Option<String> {
     if message.contains("File \"") {
         return None;
     }
     let mut text = addresses(message);
     if text.contains('/') {
-        if text.chars().any(|c| u32::from(c) > 0xff) {
-            return None;
-        }
         text = system_paths(&text);
         text = file_paths(&text);
     }
@@ -300,14 +296,6 @@ fn addresses(text: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// Python's `\w` over Latin-1 (`[a-zA-Z0-9_]` and the letters and digits of
-/// `str.isalnum()`).
-fn word(c: char) -> bool {
-    c.is_ascii_alphanumeric()
-        || matches!(c, '_' | 'ª' | '²' | '³' | 'µ' | '¹' | 'º' | '¼' | '½' | '¾')
-        || matches!(c, 'À'..='Ö' | 'Ø'..='ö' | 'ø'..='ÿ')
 }
 
 /// Replaces each leftmost match of `matches` (given the text from a position, the length
@@ -400,10 +388,15 @@ mod tests {
             ("/tmp", "/tmp"),
             ("/home/a/b /var/x", "<path> <path>"),
             ("/a/b._", "<path>"),
+            ("/usr/lib/€", "<path>/€"),
+            ("/a/b.c €", "<path> €"),
+            ("/日本/語.テキスト", "<path>"),
+            ("/a/€/b.c", "/a/€/b.c"),
+            ("/usr/ß/Ω.σ", "<path>"),
+            ("/x/١٢/y.٣", "<path>"),
         ] {
             assert_eq!(sanitized(message).as_deref(), Some(want), "{message}");
         }
-        assert_eq!(sanitized("/a/b.c €"), None);
         assert_eq!(sanitized("€ x").as_deref(), Some("€ x"));
         assert_eq!(sanitized("File \"x\", line 1, in f"), None);
     }
@@ -573,10 +566,10 @@ mod tests {
         assert!(answer.contains("'input': '<path>'}"), "{answer}");
         let unknown = InspectError::NotObject {
             type_name: "string",
-            input: Some("/usr/lib/€".into()),
+            input: Some(r#"File "x", line 1, in f"#.into()),
             python_type: "str",
             may_hold_request_type: false,
         };
-        assert_eq!(text(RouteKind::Chat, &unknown), None, "\\w past Latin-1");
+        assert_eq!(text(RouteKind::Chat, &unknown), None, "a traceback's text");
     }
 }

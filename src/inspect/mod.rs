@@ -9,10 +9,10 @@
 pub mod coerce;
 pub mod decode;
 mod plain;
-mod printable;
 pub mod python;
 pub mod scan;
 mod shapes;
+mod unicode;
 pub mod values;
 
 use std::ops::Range;

@@ -55,10 +55,19 @@ pub(super) fn type_name(kind: Kind, literal: &[u8]) -> &'static str {
 
 /// Whether Python's `str.isprintable()` takes `c` (its `repr()` shows it as it is).
 pub fn printable(c: char) -> bool {
-    use super::printable::NOT_PRINTABLE;
+    !within(&super::unicode::NOT_PRINTABLE, c)
+}
+
+/// Whether `re`'s `\w` matches `c` in a str pattern (`str.isalnum()`, or `_`).
+pub fn word(c: char) -> bool {
+    within(&super::unicode::WORD, c)
+}
+
+/// Whether `c` is in one of the sorted inclusive `ranges`.
+fn within(ranges: &[(u32, u32)], c: char) -> bool {
     let c = u32::from(c);
-    let after = NOT_PRINTABLE.partition_point(|&(lo, _)| lo <= c);
-    after == 0 || c > NOT_PRINTABLE[after - 1].1
+    let after = ranges.partition_point(|&(lo, _)| lo <= c);
+    after > 0 && c <= ranges[after - 1].1
 }
 
 /// Python's `repr()` of a string: single quotes unless it holds one and no double quote;
