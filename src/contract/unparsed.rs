@@ -98,7 +98,7 @@ fn invocations(error: &InspectError, body: &[u8], session: Session) -> Option<By
             python_type,
             may_hold_request_type,
             ..
-        } => return not_an_object(python_type, may_hold_request_type, session),
+        } => return not_an_object(python_type, may_hold_request_type, body, session),
         InspectError::Decode(ref e) => {
             let message = match e.encoding {
                 "utf-8" => utf8_error(body, e.offset)?,
@@ -129,11 +129,13 @@ fn raised(message: &str) -> Bytes {
 fn not_an_object(
     python_type: &str,
     may_hold_request_type: bool,
+    body: &[u8],
     session: Session,
 ) -> Option<Bytes> {
     let message = match python_type {
-        // `"requestType" in body` (a str or list that holds it is a session request).
-        "str" | "list" if may_hold_request_type => return None,
+        // `"requestType" in body`: a str that holds it is a malformed session request.
+        "str" if may_hold_request_type => return session_request_str(body),
+        "list" if may_hold_request_type => return None,
         "str" | "list" => match session {
             Session::Refused => {
                 return Some(envelope(
@@ -152,6 +154,26 @@ fn not_an_object(
         other => format!("argument of type '{other}' is not iterable"),
     };
     Some(raised(&message))
+}
+
+/// SageMaker's answer to a top-level string that holds `requestType`: pydantic's
+/// `ValidationError.json()` of `SessionRequest` refusing it (the whole string as JSON), as
+/// the `HTTPException` detail; `None` for a string with a lone surrogate (its JSON fails).
+fn session_request_str(body: &[u8]) -> Option<Bytes> {
+    let decoded = crate::inspect::decode::decode(body).ok()?;
+    let literal = decoded.text.trim_ascii();
+    let inner = literal.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    let text = String::from_utf8(crate::inspect::scan::decoded(inner).into_owned()).ok()?;
+    let input = serde_json::to_string(&text).ok()?;
+    let detail = format!(
+        r#"[{{"type":"model_type","loc":[],"msg":"Input should be a valid dictionary or instance of SessionRequest","input":{input},"ctx":{{"class_name":"SessionRequest"}}}}]"#
+    );
+    Some(envelope(
+        StatusCode::BAD_REQUEST,
+        "Bad Request",
+        None,
+        &sanitized(&detail)?,
+    ))
 }
 
 /// SageMaker's answer to a session header on a server without stateful sessions.
@@ -497,8 +519,16 @@ mod tests {
         ] {
             assert_eq!(judged(&body, Session::Absent), Some(raised(message)), "{message}");
         }
-        // A str or list that may hold "requestType" is a session request: not worded here.
-        assert_eq!(judged(br#""a requestType""#, Session::Absent), None);
+        // A str that holds "requestType" is a malformed session request (the session
+        // header comes after); a list that may hold it is not worded here.
+        let detail = r#"[{\"type\":\"model_type\",\"loc\":[],\"msg\":\"Input should be a valid dictionary or instance of SessionRequest\",\"input\":\"a requestType\\n <path>\",\"ctx\":{\"class_name\":\"SessionRequest\"}}]"#;
+        assert_eq!(
+            judged(br#" "a requestType\n /usr/x" "#, Session::Refused),
+            Some(format!(
+                r#"{{"error":{{"message":"{detail}","type":"Bad Request","param":null,"code":400}}}}"#
+            ))
+        );
+        assert_eq!(judged(br#""requestType \ud800""#, Session::Absent), None);
         assert_eq!(judged(br#"[1,"requestType"]"#, Session::Absent), None);
         // The session header is checked after `in`, before the adapter injection.
         let off = judged(br#""x""#, Session::Refused).unwrap();
