@@ -233,3 +233,43 @@ async fn expect_100_continue_on_a_streamed_route_sends_continue_then_forwards_th
     assert_eq!(c.response().await.unwrap().status, 200);
     assert_eq!(fake.received()[0].body, bytes::Bytes::from(body));
 }
+
+#[tokio::test]
+async fn a_100_continue_waits_behind_a_pipelined_answer_the_client_has_not_read() {
+    // The first request's answer (an SSE stream of megabytes) fills the socket buffers while
+    // the client reads nothing; the second request, pipelined behind it, waits for
+    // `100 Continue` before it sends its body. The `100 Continue` must come after the whole
+    // first answer, in order, and the second request must then go through.
+    const EVENTS: usize = 200_000;
+    let fake = FakeVllm::start_with(FakeOpts {
+        sse_events: Some(EVENTS),
+        ..Default::default()
+    })
+    .await;
+    let policy = "[gate]\ndefault = \"reject\"\n";
+    let gw = gateway(policy, &fake).await;
+    let mut c = Conn::open(gw.addr).await;
+    let first = post("1.1", "", STREAM);
+    let second = format!(
+        "POST {CHAT} HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        CLEAN.len()
+    );
+    c.write(format!("{first}{second}").as_bytes()).await;
+    let within = std::time::Duration::from_secs(60);
+    let streamed = c.response_within(within).await.unwrap();
+    assert_eq!(streamed.status, 200, "{}", streamed.head);
+    // More than the socket buffers hold while the client reads nothing (they grow as it reads).
+    assert!(
+        streamed.body.len() > 12 << 20,
+        "{} bytes",
+        streamed.body.len()
+    );
+    let events = streamed.text().matches("data: ").count();
+    assert_eq!(events, EVENTS + 1, "every event and [DONE], in one answer");
+    assert_eq!(c.response_within(within).await.unwrap().status, 100);
+    c.write(CLEAN.as_bytes()).await;
+    let answer = c.response_within(within).await.unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.head);
+    assert_eq!(fake.received().len(), 2);
+    assert_eq!(fake.received()[1].body, bytes::Bytes::from(CLEAN));
+}
