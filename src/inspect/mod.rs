@@ -140,8 +140,8 @@ pub struct Facts {
     tool_choice_own_name: shapes::NameValue,
     /// `tool_choice` is an object that names no tool of the (last) `tools` list, as the
     /// Responses API's `check_tool_usage` finds it: its `name` is falsy, or a string that
-    /// is none of the names it collects ([`shapes::ToolNames`]). (Other names, which
-    /// Python may find equal to a number or fail to hash, are not judged.)
+    /// is none of the names it collects ([`shapes::ToolNames`]). (A name of another kind
+    /// is refused by `tool_choice`'s own type, which takes only a string.)
     pub responses_choice_unmatched: bool,
     /// `cache_salt` is neither null nor a string vLLM takes as a salt (non-empty, at most
     /// 128 characters, none of `@`, `/`, `\\` or NUL).
