@@ -216,28 +216,14 @@ async fn a_rotated_server_certificate_is_served_after_reload() {
 #[tokio::test]
 async fn sighup_reloads_the_real_binary() {
     let fake = FakeVllm::start().await;
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-    };
-    let (listen, admin) = (free(), free());
     let dir = scratch("sighup");
     let path = dir.join("policy.toml");
-    let text = |mode: &str| {
+    let text = |listen: std::net::SocketAddr, admin: std::net::SocketAddr, mode: &str| {
         format!(
             "[listen]\naddr = \"{listen}\"\nadmin = \"{admin}\"\n{}",
             policy(&fake, mode, "")
         )
     };
-    write_policy(&path, &text("shadow"));
-    let child = Command::new(env!("CARGO_BIN_EXE_mmgate"))
-        .args(["serve", "--policy", path.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
     struct Kill(std::process::Child);
     impl Drop for Kill {
         fn drop(&mut self) {
@@ -245,20 +231,47 @@ async fn sighup_reloads_the_real_binary() {
             let _ = self.0.wait();
         }
     }
-    let child = Kill(child);
     let c = client();
-    let up = |addr| {
-        let c = c.clone();
-        async move {
-            let req = http::Request::get(format!("http://{addr}/healthz"))
+    // The ports are picked free, then bound by the binary: another socket may take one in
+    // between, and the binary then exits. It is started again on other ports (at most
+    // three times); any other failure to come up fails the test.
+    let mut started = None;
+    for _ in 0..3 {
+        let (listen, admin) = (free_addr(), free_addr());
+        write_policy(&path, &text(listen, admin, "shadow"));
+        let child = Command::new(env!("CARGO_BIN_EXE_mmgate"))
+            .args(["serve", "--policy", path.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut child = Kill(child);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let up = loop {
+            if child.0.try_wait().unwrap().is_some() {
+                break false;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the binary neither listened nor exited"
+            );
+            let req = http::Request::get(format!("http://{admin}/healthz"))
                 .body(http_body_util::Full::new(bytes::Bytes::new()))
                 .unwrap();
-            c.request(req).await.is_ok()
+            let answer = tokio::time::timeout(Duration::from_secs(1), c.request(req)).await;
+            if answer.is_ok_and(|r| r.is_ok()) {
+                break true;
+            }
+            tokio::task::yield_now().await;
+        };
+        if up {
+            started = Some((child, listen, admin));
+            break;
         }
-    };
-    eventually("the binary to listen", || up(admin)).await;
+    }
+    let (child, listen, admin) = started.expect("the binary exited at each of three starts");
     assert_eq!(post_json(&c, listen, CHAT, KWARGS_BODY).await.status, 200);
-    write_policy(&path, &text("reject"));
+    write_policy(&path, &text(listen, admin, "reject"));
     let pid = child.0.id().to_string();
     assert!(Command::new("kill")
         .args(["-HUP", &pid])
