@@ -305,14 +305,14 @@ def model_tags(models, filled=None):
 
 
 def scalar(a):
-    """`Scalar::Bool` or `Int` for a field of exactly that type (or an optional one), whose
-    strings and numbers pydantic's lax mode reads as such; else `Scalar::Any` (no tagged
+    """`ScalarTy::Bool` or `Int` for a field of exactly that type (or an optional one), whose
+    strings and numbers pydantic's lax mode reads as such; else `ScalarTy::Any` (no tagged
     object of vLLM 0.31 has a `float` field)."""
     args = typing.get_args(a) if typing.get_origin(a) in (typing.Union, types.UnionType) else (a,)
     non = [x for x in args if x is not type(None)]
     if len(non) == 1 and non[0] in (bool, int):
-        return "Scalar::" + non[0].__name__.capitalize()
-    return "Scalar::Any"
+        return "ScalarTy::" + non[0].__name__.capitalize()
+    return "ScalarTy::Any"
 
 
 def literal_words(a):
@@ -582,7 +582,7 @@ print("//! before-validators mmgate reproduces, the top-level fields whose JSON 
 print("//! (`str`, `int`, `list[...]`, unions of them), and the required fields of other types")
 print("//! (`tys: &[]`: only their absence is certain); `range`: the inclusive bounds of a")
 print("//! number field (`Field(ge=..., le=...)`).\n")
-print("use super::types::{Check, FieldTy, ModelTy, Scalar, Tag, Ty};")
+print("use super::types::{Check, FieldTy, ModelTy, ScalarTy, Tag, Ty};")
 print("use crate::inspect::KindSet;\n")
 for const, paths in MODELS.items():
     print("#[rustfmt::skip]")

@@ -492,11 +492,6 @@ fn verdict_with(route: RouteKind, f: &Findings, up: &UpstreamFacts, head: Head<'
     if route == RouteKind::Invocations && session_refused(f, up, head) {
         return Verdict::Invalid(Invalid::SageMakerSession);
     }
-    // Starlette decodes header values as Latin-1.
-    let adapter = head
-        .adapter
-        .map(|v| v.iter().map(|&b| char::from(b)).collect::<String>());
-    let adapter = adapter.as_deref();
     if let Some(e) = type_errors(route, f, up) {
         return Verdict::Invalid(e);
     }
@@ -516,14 +511,16 @@ fn verdict_with(route: RouteKind, f: &Findings, up: &UpstreamFacts, head: Head<'
     {
         return Verdict::Invalid(Invalid::StreamBeamSearch);
     }
+    // Starlette decodes header values as Latin-1.
+    let adapter = |v: &[u8]| v.iter().map(|&b| char::from(b)).collect::<String>();
     let model = match (route, &f.facts.model) {
-        (RouteKind::Invocations, _) => adapter,
-        (_, StrField::Str(model)) => Some(model.as_str()),
+        (RouteKind::Invocations, _) => head.adapter.map(adapter).map(std::borrow::Cow::Owned),
+        (_, StrField::Str(model)) => Some(std::borrow::Cow::Borrowed(model.as_str())),
         _ => None,
     };
     if let (Some(served), Some(model)) = (&up.served_models, model) {
-        if !model.is_empty() && !served.iter().any(|m| m == model) {
-            return Verdict::Invalid(Invalid::UnknownModel(model.to_owned()));
+        if !model.is_empty() && !served.iter().any(|m| *m == model) {
+            return Verdict::Invalid(Invalid::UnknownModel(model.into_owned()));
         }
     }
     let facts = &f.facts;
@@ -715,11 +712,11 @@ impl<'a> Head<'a> {
     /// The head of a request: its content type and SageMaker's headers (their first
     /// values).
     pub fn of(headers: &'a http::HeaderMap) -> Self {
-        let first = |name: &str| headers.get(name).map(http::HeaderValue::as_bytes);
+        let first = |name| headers.get(name).map(http::HeaderValue::as_bytes);
         Head {
-            content_type: first("content-type"),
-            adapter: first(Head::ADAPTER),
-            session: first(Head::SESSION),
+            content_type: first(http::header::CONTENT_TYPE),
+            adapter: first(http::HeaderName::from_static(Head::ADAPTER)),
+            session: first(http::HeaderName::from_static(Head::SESSION)),
         }
     }
 }

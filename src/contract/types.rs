@@ -86,26 +86,31 @@ pub(super) struct Tag {
 
 /// A field of a [`Tag`]: name, kinds, required, `Literal` words (empty: any string), and
 /// the scalar type its strings and numbers are read as.
-pub(super) type TagField = (&'static str, KindSet, bool, &'static [&'static str], Scalar);
+pub(super) type TagField = (
+    &'static str,
+    KindSet,
+    bool,
+    &'static [&'static str],
+    ScalarTy,
+);
 
 /// The scalar type a field of a tagged object declares, whose strings and numbers pydantic's
 /// lax mode reads ([`crate::inspect::coerce`]); `Any` for every other type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Scalar {
+pub(super) enum ScalarTy {
     Any,
     Bool,
     Int,
 }
 
-impl Scalar {
+impl ScalarTy {
     /// Whether the type may take the member's value, as far as its string or number
     /// decides (its kind is judged apart).
     fn takes(self, k: &crate::inspect::Key) -> bool {
         let c = k.coerce;
         match (self, k.kind) {
-            (Scalar::Any, _) => true,
-            (Scalar::Bool, Kind::Str { .. } | Kind::Number { .. }) => c.bool.is_some(),
-            (Scalar::Int, Kind::Str { .. } | Kind::Number { .. }) => c.int,
+            (ScalarTy::Bool, Kind::Str { .. } | Kind::Number { .. }) => c.bool.is_some(),
+            (ScalarTy::Int, Kind::Str { .. } | Kind::Number { .. }) => c.int,
             _ => true,
         }
     }

@@ -158,8 +158,14 @@ fn not_an_object(
 
 /// SageMaker's answer to a top-level string that holds `requestType`: pydantic's
 /// `ValidationError.json()` of `SessionRequest` refusing it (the whole string as JSON), as
-/// the `HTTPException` detail; `None` for a string with a lone surrogate (its JSON fails).
+/// the `HTTPException` detail; `None` for a string with a lone surrogate (its JSON fails),
+/// and for a body over 64 KiB.
 fn session_request_str(body: &[u8]) -> Option<Bytes> {
+    // Past this, mmgate does not copy the string into an answer (vLLM would, whole).
+    const LONGEST: usize = 64 << 10;
+    if body.len() > LONGEST {
+        return None;
+    }
     let decoded = crate::inspect::decode::decode(body).ok()?;
     let literal = decoded.text.trim_ascii();
     let inner = literal.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
@@ -320,21 +326,29 @@ fn addresses(text: &str) -> String {
     out
 }
 
-/// Replaces each leftmost match of `matches` (given the text from a position, the length
-/// of the match starting there) with `<path>`.
-fn replace_paths(text: &str, matches: impl Fn(&[char]) -> Option<usize>) -> String {
+/// Replaces each leftmost match of `matches` with `<path>`. Given the text from a `/`,
+/// `matches` says the length of the match starting there, or how many characters no match
+/// can start among (at least the `/` itself), so that each character is looked at a bounded
+/// number of times.
+fn replace_paths(text: &str, matches: impl Fn(&[char]) -> Result<usize, usize>) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
     while i < chars.len() {
-        match (chars[i] == '/').then(|| matches(&chars[i..])).flatten() {
-            Some(len) => {
+        if chars[i] != '/' {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        }
+        match matches(&chars[i..]) {
+            Ok(len) => {
                 out.push_str("<path>");
                 i += len;
             }
-            None => {
-                out.push(chars[i]);
-                i += 1;
+            Err(none) => {
+                let end = (i + none.max(1)).min(chars.len());
+                out.extend(&chars[i..end]);
+                i = end;
             }
         }
     }
@@ -362,24 +376,36 @@ fn system_paths(text: &str) -> String {
         "home", "usr", "opt", "var", "tmp", "root", "lib", "mnt", "srv",
     ];
     replace_paths(text, |at| {
-        let root = ROOTS.iter().find(|r| {
-            let r: Vec<char> = r.chars().collect();
-            at[1..].starts_with(&r) && at.get(1 + r.len()) == Some(&'/')
-        })?;
+        let root = ROOTS
+            .iter()
+            .find(|r| {
+                r.chars().eq(at[1..].iter().take(r.len()).copied())
+                    && at.get(1 + r.len()) == Some(&'/')
+            })
+            .ok_or(1_usize)?;
         let (len, count) = segments(&at[1 + root.len()..], |c| word(c) || c == '.' || c == '-');
-        (count > 0).then_some(1 + root.len() + len)
+        if count > 0 {
+            Ok(1 + root.len() + len)
+        } else {
+            Err(1)
+        }
     })
 }
 
 /// `re.sub(r"(?:/[\w\-]+)+/[\w\-]+\.\w+", "<path>", text)`: two segments or more, the
-/// last followed by a dot and a word (a later start in the same run ends the same way).
+/// last followed by a dot and a word. A later start in the same run ends the same way with
+/// fewer segments, so where a run does not match, no start inside it does.
 fn file_paths(text: &str) -> String {
     replace_paths(text, |at| {
         let (len, count) = segments(at, |c| word(c) || c == '-');
         let extension = at[len..]
             .get(1..)
             .map_or(0, |rest| rest.iter().take_while(|&&c| word(c)).count());
-        (count >= 2 && at.get(len) == Some(&'.') && extension > 0).then_some(len + 1 + extension)
+        if count >= 2 && at.get(len) == Some(&'.') && extension > 0 {
+            Ok(len + 1 + extension)
+        } else {
+            Err(len)
+        }
     })
 }
 
@@ -420,6 +446,9 @@ mod tests {
             assert_eq!(sanitized(message).as_deref(), Some(want), "{message}");
         }
         assert_eq!(sanitized("€ x").as_deref(), Some("€ x"));
+        // A long run of segments with no extension is passed over once, not from each `/`.
+        let run = "/a".repeat(200_000);
+        assert_eq!(sanitized(&run).as_deref(), Some(run.as_str()));
         assert_eq!(sanitized("File \"x\", line 1, in f"), None);
     }
 

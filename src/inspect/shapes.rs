@@ -191,13 +191,6 @@ pub struct Key {
     pub coerce: coerce::Coerce,
 }
 
-impl Key {
-    /// A string value's text, if it was short enough to be kept.
-    pub fn short_text(&self) -> Option<&[u8]> {
-        self.text.as_ref().and_then(Name::bytes)
-    }
-}
-
 /// An object's `type` member, as a union of tagged types reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TagValue {
