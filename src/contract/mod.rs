@@ -481,8 +481,8 @@ pub fn verdict(route: RouteKind, f: &Findings, up: &UpstreamFacts) -> Verdict {
 /// gated fields is never a valid one, and without sessions none is), or it names a session
 /// (a non-empty header) while the upstream keeps none.
 fn session_refused(f: &Findings, up: &UpstreamFacts, head: Head<'_>) -> bool {
-    let session = head.session.is_some_and(|v| !v.is_empty());
-    f.member("requestType").is_some() || (session && !up.sagemaker_sessions)
+    let session = unparsed::Session::of(head.session, up.sagemaker_sessions);
+    f.member("requestType").is_some() || session == unparsed::Session::Refused
 }
 
 /// [`verdict`], with what SageMaker's layers read from the request's head on
@@ -740,11 +740,7 @@ pub fn judge(
     {
         return (Verdict::Invalid(Invalid::RouteNotServed), findings.ok());
     }
-    let session = match head.session {
-        Some(v) if !v.is_empty() && up.sagemaker_sessions => unparsed::Session::Unknown,
-        Some(v) if !v.is_empty() => unparsed::Session::Refused,
-        _ => unparsed::Session::Absent,
-    };
+    let session = unparsed::Session::of(head.session, up.sagemaker_sessions);
     let unparsed = |e: InspectError| {
         let answer = unparsed::answer(route, &e, body, session);
         (Verdict::Invalid(Invalid::Body(e, answer)), None)

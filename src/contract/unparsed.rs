@@ -39,6 +39,17 @@ pub(super) enum Session {
     Unknown,
 }
 
+impl Session {
+    /// The session header's first value, on a server with stateful sessions or not.
+    pub(super) fn of(header: Option<&[u8]>, sessions: bool) -> Session {
+        match header {
+            Some(v) if !v.is_empty() && sessions => Session::Unknown,
+            Some(v) if !v.is_empty() => Session::Refused,
+            _ => Session::Absent,
+        }
+    }
+}
+
 /// vLLM's answer to `body`, which `inspect` refused with `error`, on `route`, or `None`
 /// where mmgate cannot know its words.
 pub(super) fn answer(
@@ -111,12 +122,12 @@ fn invocations(error: &InspectError, body: &[u8], session: Session) -> Option<By
         _ => return None,
     };
     let message = format!("JSON decode error: {what}: line {line} column {column} (char {pos})");
-    Some(envelope(
-        StatusCode::BAD_REQUEST,
-        "Bad Request",
-        None,
-        &message,
-    ))
+    Some(detail(&message))
+}
+
+/// The answer to an `HTTPException` with this 400 `detail` (FastAPI's "Bad Request").
+fn detail(message: &str) -> Bytes {
+    envelope(StatusCode::BAD_REQUEST, "Bad Request", None, message)
 }
 
 /// The answer to an exception vLLM's handler turns into a 400 (`BadRequestError`).
@@ -137,14 +148,7 @@ fn not_an_object(
         "str" if may_hold_request_type => return session_request_str(body),
         "list" if may_hold_request_type => return None,
         "str" | "list" => match session {
-            Session::Refused => {
-                return Some(envelope(
-                    StatusCode::BAD_REQUEST,
-                    "Bad Request",
-                    None,
-                    SESSIONS_OFF,
-                ))
-            }
+            Session::Refused => return Some(detail(SESSIONS_OFF)),
             Session::Unknown => return None,
             Session::Absent if python_type == "str" => {
                 "'str' object does not support item assignment".to_owned()
@@ -174,12 +178,7 @@ fn session_request_str(body: &[u8]) -> Option<Bytes> {
     let detail = format!(
         r#"[{{"type":"model_type","loc":[],"msg":"Input should be a valid dictionary or instance of SessionRequest","input":{input},"ctx":{{"class_name":"SessionRequest"}}}}]"#
     );
-    Some(envelope(
-        StatusCode::BAD_REQUEST,
-        "Bad Request",
-        None,
-        &sanitized(&detail)?,
-    ))
+    Some(self::detail(&sanitized(&detail)?))
 }
 
 /// SageMaker's answer to a session header on a server without stateful sessions.

@@ -708,16 +708,14 @@ pub(super) fn tool_choice(
                 return sc.value(3);
             }
             let empty = sc.members(3, |sc, key| {
-                let is_name = &key_bytes(sc.text(), key)[..] == b"name";
-                if is_name && sc.peek() == Some(b'"') {
-                    let s = sc.string()?;
-                    name = (s.start < s.end).then(|| key_bytes(sc.text(), s).into_owned());
-                } else {
+                if &key_bytes(sc.text(), key)[..] != b"name" {
                     sc.value(4)?;
-                    if is_name {
-                        name = None;
-                    }
+                    return Ok(());
                 }
+                name = match NameValue::read(sc, 4)?.1 {
+                    NameValue::Text(text) if !text.is_empty() => Some(text),
+                    _ => None,
+                };
                 Ok(())
             })?;
             Ok(Kind::Object { empty })
@@ -747,7 +745,12 @@ pub(super) struct ToolChoice {
 
 /// Whether pydantic's lax mode takes the value as `bool | None`.
 fn bool_or_null(kind: Kind, token: &[u8]) -> bool {
-    matches!(kind, Kind::Null | Kind::Bool(_)) || coerce::of(kind, token).bool.is_some()
+    kind == Kind::Null || bool_like(kind, token)
+}
+
+/// Whether pydantic's lax mode takes the value as `bool`.
+fn bool_like(kind: Kind, token: &[u8]) -> bool {
+    matches!(kind, Kind::Bool(_)) || coerce::of(kind, token).bool.is_some()
 }
 
 /// What a request's `structured_outputs` holds, read as vLLM's `StructuredOutputsParams`
@@ -803,10 +806,7 @@ impl MemberTy {
                 let fits = match (self, kind) {
                     (MemberTy::Text | MemberTy::TextOrObject, Kind::Str { .. }) => true,
                     (MemberTy::TextOrObject | MemberTy::Object, Kind::Object { .. }) => true,
-                    (MemberTy::Flag, _) => {
-                        matches!(kind, Kind::Bool(_))
-                            || coerce::of(kind, &sc.text()[start..sc.pos]).bool.is_some()
-                    }
+                    (MemberTy::Flag, _) => bool_like(kind, &sc.text()[start..sc.pos]),
                     _ => false,
                 };
                 (kind, fits)
