@@ -191,7 +191,7 @@ impl Gateway {
             upstream_fields: None,
         };
         let seq = self.ids.fetch_add(1, Ordering::Relaxed);
-        let outcome = Outcome::start(req.headers(), req.uri().path(), conn, seq);
+        let outcome = Outcome::start(req.headers(), req.uri(), conn, seq);
         let mut recorder = Recorder::new(
             &self.metrics,
             &self.client_requests,
@@ -316,7 +316,7 @@ impl Gateway {
         let limit = reachable.max(self.pools[client.pool].max_body_bytes);
         let bytes = self.read_body(&parts.headers, body, limit).await?;
         outcome.body_bytes = Some(bytes.len());
-        let head = Head::of(&parts.headers);
+        let head = Head::of(&parts.headers, kind);
         let facts = self.facts.load();
         let (verdict, findings) = judge(
             kind,

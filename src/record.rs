@@ -66,8 +66,9 @@ pub struct Outcome {
     pub user_agent: Option<http::HeaderValue>,
     /// The request id.
     pub request_id: RequestId,
-    /// The request path as sent (bounded).
-    pub path: String,
+    /// The request's target as sent (a shared handle: its path goes to the log, bounded,
+    /// only when a line is written).
+    pub uri: http::Uri,
     /// Inspected body size.
     pub body_bytes: Option<usize>,
     /// Time to response headers.
@@ -82,7 +83,7 @@ const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-
 impl Outcome {
     /// A fresh outcome for a request: its client address, user agent, path and request id
     /// (the client's `x-request-id`, or one made from the connection and `seq`).
-    pub fn start(headers: &http::HeaderMap, path: &str, conn: &ConnInfo, seq: u64) -> Outcome {
+    pub fn start(headers: &http::HeaderMap, uri: &http::Uri, conn: &ConnInfo, seq: u64) -> Outcome {
         Outcome {
             route: None,
             mode: None,
@@ -105,7 +106,7 @@ impl Outcome {
                 conn: conn.id,
                 seq,
             },
-            path: bounded(path),
+            uri: uri.clone(),
             body_bytes: None,
             elapsed: Duration::ZERO,
             upstream_elapsed: None,
@@ -226,6 +227,13 @@ fn scalar(v: &KwargValue, max_len: usize, open: bool) -> Option<serde_json::Valu
 }
 
 /// Client text for the log, owned and bounded ([`bounded_str`]).
+impl Outcome {
+    /// The request path as sent, bounded for the log.
+    pub fn path(&self) -> &str {
+        bounded_str(self.uri.path())
+    }
+}
+
 fn bounded(s: &str) -> String {
     bounded_str(s).to_string()
 }
@@ -537,7 +545,7 @@ mod tests {
                 conn: 1,
                 seq: 1,
             },
-            path: "/v1/chat/completions".into(),
+            uri: http::Uri::from_static("/v1/chat/completions"),
             body_bytes: None,
             elapsed: Duration::ZERO,
             upstream_elapsed: None,

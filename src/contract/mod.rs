@@ -709,12 +709,16 @@ impl<'a> Head<'a> {
         }
     }
 
-    /// The head of a request: its content type and SageMaker's headers (their first
-    /// values).
-    pub fn of(headers: &'a http::HeaderMap) -> Self {
+    /// The head of a request to `route`: its content type and, on `/invocations` (the only
+    /// route whose layers read them), SageMaker's headers (their first values).
+    pub fn of(headers: &'a http::HeaderMap, route: RouteKind) -> Self {
         let first = |name| headers.get(name).map(http::HeaderValue::as_bytes);
+        let content_type = first(http::header::CONTENT_TYPE);
+        if route != RouteKind::Invocations {
+            return Head::content_type(content_type);
+        }
         Head {
-            content_type: first(http::header::CONTENT_TYPE),
+            content_type,
             adapter: first(http::HeaderName::from_static(Head::ADAPTER)),
             session: first(http::HeaderName::from_static(Head::SESSION)),
         }

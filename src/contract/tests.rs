@@ -1300,3 +1300,21 @@ fn logit_bias_values_are_floats() {
         assert!(matches!(with(refused), Verdict::Invalid(_)), "{refused}");
     }
 }
+
+#[test]
+fn sagemaker_headers_are_read_on_invocations_only() {
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        "application/json".parse().unwrap(),
+    );
+    headers.insert(Head::ADAPTER, "other".parse().unwrap());
+    headers.insert(Head::SESSION, "s1".parse().unwrap());
+    let chat = Head::of(&headers, RouteKind::Chat);
+    assert_eq!(chat.content_type, Some(&b"application/json"[..]));
+    assert_eq!((chat.adapter, chat.session), (None, None));
+    let inv = Head::of(&headers, RouteKind::Invocations);
+    assert_eq!(inv.content_type, Some(&b"application/json"[..]));
+    assert_eq!(inv.adapter, Some(&b"other"[..]));
+    assert_eq!(inv.session, Some(&b"s1"[..]));
+}

@@ -14,7 +14,7 @@ pub(super) fn write(w: &mut Vec<u8>, o: &Outcome, ts: &str, route: &str, mode: &
     w.extend_from_slice(b",\"event\":\"offending_request\",\"route\":");
     label(w, route);
     w.extend_from_slice(b",\"path\":");
-    string(w, &o.path);
+    string(w, o.path());
     w.extend_from_slice(b",\"mode\":");
     label(w, mode);
     w.extend_from_slice(b",\"action\":");
@@ -177,7 +177,7 @@ mod tests {
             ts,
             event: "offending_request",
             route,
-            path: &o.path,
+            path: o.path(),
             mode,
             action: o.outcome,
             param: o.would_reject.map(Field::name),
@@ -233,7 +233,9 @@ mod tests {
                 conn: seq / 7,
                 seq,
             },
-            path: text.into(),
+            // A path holds only what a request target may: text that is none falls back to `/`
+            // (the other text fields hold it, with the same escaping).
+            uri: http::Uri::try_from(text).unwrap_or_else(|_| http::Uri::from_static("/")),
             body_bytes: None,
             elapsed: std::time::Duration::ZERO,
             upstream_elapsed: None,
@@ -284,7 +286,7 @@ mod tests {
             reference(&o, "2026-12-03T10:00:00.000Z", "chat", "strip")
         );
         let parsed: serde_json::Value = serde_json::from_slice(&text_of(&o)).unwrap();
-        assert_eq!(parsed["path"], "a\"b\\c\nd\u{1}é");
+        assert_eq!(parsed["client"], "a\"b\\c\nd\u{1}é");
     }
 
     #[test]
