@@ -135,32 +135,27 @@ impl Upstream {
         now: Instant,
         pass_chunks: bool,
     ) -> Result<(Response<Leased>, ResponseFields), (GateError, Option<&'static str>)> {
-        let sent = std::pin::pin!(self.conns.send(req, set, now, pass_chunks));
         let due = now + self.response_timeout;
-        match tokio::time::timeout_at(due, sent).await {
-            Err(_) => {
+        match self.conns.send(req, set, now, due, pass_chunks).await {
+            Err(SendError::Failed(Failure::TimedOut)) => {
                 let e = GateError::UpstreamTimeout {
                     upstream: self.authority.to_string(),
                     millis: self.response_timeout.as_millis(),
                 };
                 Err((e, Some("timeout")))
             }
-            Ok(Err(SendError::Connect(reason))) => {
+            Err(SendError::Connect(reason)) => {
                 let unreachable = GateError::UpstreamUnreachable {
                     upstream: self.authority.to_string(),
                     reason,
                 };
                 Err((unreachable, Some("connect")))
             }
-            Ok(Err(SendError::Failed(Failure::Reset(e)))) => Err((self.failed(e), Some("reset"))),
-            Ok(Err(SendError::Failed(Failure::Protocol(e)))) => {
-                Err((self.failed(e), Some("protocol")))
-            }
-            Ok(Err(SendError::Failed(Failure::ClientBody(e)))) => {
-                Err((GateError::BodyRead(e), None))
-            }
+            Err(SendError::Failed(Failure::Reset(e))) => Err((self.failed(e), Some("reset"))),
+            Err(SendError::Failed(Failure::Protocol(e))) => Err((self.failed(e), Some("protocol"))),
+            Err(SendError::Failed(Failure::ClientBody(e))) => Err((GateError::BodyRead(e), None)),
             // Its hop-by-hop fields were left out as its head was read.
-            Ok(Ok(res)) => Ok(res),
+            Ok(res) => Ok(res),
         }
     }
 

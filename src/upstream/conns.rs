@@ -131,21 +131,25 @@ impl Conns {
     /// Sends `req` (its URI in origin form), with the fields of `set` in place of its own of
     /// the same names, and returns the response (its status and body, which reads the rest
     /// from the connection) and its fields. `now` is the time of the call, read by the
-    /// caller; a chunked body comes as its chunks came when `pass_chunks`.
+    /// caller; a response head that has not come by `due` fails the exchange
+    /// ([`Failure::TimedOut`]); a chunked body comes as its chunks came when `pass_chunks`.
     pub(super) async fn send(
         self: &Arc<Self>,
         req: Request<Body>,
         set: &[(HeaderName, HeaderValue)],
         now: Instant,
+        due: Instant,
         pass_chunks: bool,
     ) -> Result<(Response<Leased>, ResponseFields), SendError> {
         let conn = match self.checkout(now) {
             Some(conn) => conn,
             // Boxed: connecting is rare, and its future would otherwise size every request's.
-            None => Box::pin(self.connect()).await?,
+            None => Box::pin(tokio::time::timeout_at(due, self.connect()))
+                .await
+                .map_err(|_| SendError::Failed(Failure::TimedOut))??,
         };
         let (head, framing, conn) = conn
-            .send(req, set, pass_chunks)
+            .send(req, set, pass_chunks, due)
             .await
             .map_err(SendError::Failed)?;
         let body = Streamed::new(conn, framing, Checkin(Arc::downgrade(self)));
@@ -273,6 +277,11 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
+    /// A response deadline no test reaches.
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(3600)
+    }
+
     fn conns(target: &Uri, idle: Duration) -> Arc<Conns> {
         let tls = Arc::new(super::super::plain_only());
         Arc::new(Conns::new(target, tls, Duration::from_secs(5), idle))
@@ -315,7 +324,7 @@ mod tests {
             .header("host", "x")
             .body(Body::empty())
             .unwrap();
-        let Ok((res, _)) = conns.send(req, &[], Instant::now(), false).await else {
+        let Ok((res, _)) = conns.send(req, &[], Instant::now(), far(), false).await else {
             panic!("no response");
         };
         res.into_body().collect().await.unwrap().to_bytes()
@@ -341,7 +350,7 @@ mod tests {
         let (target, _accepted) = upstream(100).await;
         let conns = conns(&target, Duration::from_secs(60));
         let req = Request::get("/").body(Body::empty()).unwrap();
-        let Ok((res, _)) = conns.send(req, &[], Instant::now(), false).await else {
+        let Ok((res, _)) = conns.send(req, &[], Instant::now(), far(), false).await else {
             panic!("no response");
         };
         drop(res);

@@ -1,4 +1,5 @@
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use http::HeaderMap;
 use http_body_util::BodyExt;
@@ -185,7 +186,7 @@ async fn exchange_setting(
 ) -> (http::Response<Bytes>, Option<HeaderMap>, String, usize) {
     let (conn, seen) = upstream(pieces, close).await;
     let kept = Kept::default();
-    let (head, framing, conn) = conn.send(req, set, false).await.unwrap();
+    let (head, framing, conn) = conn.send(req, set, false, far()).await.unwrap();
     let body = Streamed::new(conn, framing, kept.clone());
     let collected = body.collect().await.unwrap();
     let trailers = collected.trailers().cloned();
@@ -194,6 +195,11 @@ async fn exchange_setting(
     let request = String::from_utf8(seen.await.unwrap()).unwrap();
     let reused = kept.0.lock().unwrap().len();
     (res, trailers, request, reused)
+}
+
+/// A response deadline no test reaches.
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
 }
 
 fn post(body: Body) -> Request<Body> {
@@ -283,7 +289,10 @@ async fn a_body_cut_short_is_an_error() {
         true,
     )
     .await;
-    let (_, framing, conn) = conn.send(post(Body::from("{}")), &[], false).await.unwrap();
+    let (_, framing, conn) = conn
+        .send(post(Body::from("{}")), &[], false, far())
+        .await
+        .unwrap();
     let body = Streamed::new(conn, framing, Kept::default());
     assert!(matches!(body.collect().await, Err(BodyError::BrokeOff(_))));
 }
@@ -292,12 +301,12 @@ async fn a_body_cut_short_is_an_error() {
 async fn an_answer_that_is_not_http_is_a_protocol_failure() {
     let (conn, _seen) = upstream(vec![b"SSH-2.0-OpenSSH\r\n\r\n"], true).await;
     assert!(matches!(
-        conn.send(post(Body::from("{}")), &[], false).await,
+        conn.send(post(Body::from("{}")), &[], false, far()).await,
         Err(Failure::Protocol(_))
     ));
     let (conn, _seen) = upstream(vec![b"HTTP/1.1 200 OK\r\ncontent-le"], true).await;
     assert!(matches!(
-        conn.send(post(Body::from("{}")), &[], false).await,
+        conn.send(post(Body::from("{}")), &[], false, far()).await,
         Err(Failure::Reset(_))
     ));
 }
@@ -314,7 +323,10 @@ async fn a_passed_chunked_body_comes_as_its_chunks_came() {
         false,
     )
     .await;
-    let (head, framing, conn) = conn.send(post(Body::from("{}")), &[], true).await.unwrap();
+    let (head, framing, conn) = conn
+        .send(post(Body::from("{}")), &[], true, far())
+        .await
+        .unwrap();
     assert!(head.fields.chunks_as_sent());
     let kept = Kept::default();
     let body = Streamed::new(conn, framing, kept.clone());
@@ -333,7 +345,10 @@ async fn a_passed_chunked_body_comes_as_its_chunks_came() {
         false,
     )
     .await;
-    let (head, _, _) = conn.send(post(Body::from("{}")), &[], true).await.unwrap();
+    let (head, _, _) = conn
+        .send(post(Body::from("{}")), &[], true, far())
+        .await
+        .unwrap();
     assert!(!head.fields.chunks_as_sent());
 }
 
@@ -395,7 +410,7 @@ async fn a_body_longer_than_declared_is_refused_before_it_is_sent() {
         sent: Some(Bytes::from_static(b"{}GET / HTTP/1.1")),
     });
     assert!(matches!(
-        conn.send(post(body), &[], false).await,
+        conn.send(post(body), &[], false, far()).await,
         Err(Failure::ClientBody(_))
     ));
     let received = String::from_utf8(received.await.unwrap()).unwrap();
@@ -422,5 +437,81 @@ async fn set_fields_replace_the_requests_own_of_those_names() {
         request,
         "GET /v1/models HTTP/1.1\r\nhost: vllm\r\naccept: */*\r\n\
          x-forwarded-for: 10.0.0.1, 127.0.0.1\r\n\r\n"
+    );
+}
+
+/// An upstream that answers the first request on its connection with a short JSON body and
+/// then reads the next one without answering.
+async fn answers_once() -> Conn {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut seen = Vec::new();
+        while !seen.ends_with(b"{}") {
+            let mut chunk = [0u8; 4096];
+            let n = s.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the request ended early");
+            seen.extend_from_slice(&chunk[..n]);
+        }
+        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
+        s.write_all(answer).await.unwrap();
+        // Read on, never answering, until the client closes.
+        while s.read(&mut [0u8; 4096]).await.is_ok_and(|n| n > 0) {}
+    });
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    Conn::new(Stream::Left(tcp))
+}
+
+/// The first exchange on `conn`, due at `due`; returns the connection for the next.
+async fn first_exchange(conn: Conn, due: Instant) -> Conn {
+    let kept = Kept::default();
+    let (head, framing, conn) = conn
+        .send(post(Body::from("{}")), &[], false, due)
+        .await
+        .unwrap();
+    assert_eq!(head.status, StatusCode::OK);
+    let body = Streamed::new(conn, framing, kept.clone());
+    assert_eq!(body.collect().await.unwrap().to_bytes(), "{}");
+    let conn = kept.0.lock().unwrap().pop();
+    conn.expect("the connection is kept")
+}
+
+#[tokio::test]
+async fn a_connections_timer_left_by_an_earlier_request_does_not_end_a_later_one_early() {
+    let start = Instant::now();
+    let conn = first_exchange(answers_once().await, start + Duration::from_millis(100)).await;
+    // The next request is due later; the connection's timer still stands at the first
+    // request's deadline, fires there, and is moved.
+    let due = start + Duration::from_millis(300);
+    let failed = conn.send(post(Body::from("{}")), &[], false, due).await;
+    assert!(
+        matches!(failed, Err(Failure::TimedOut)),
+        "{:?}",
+        failed.err()
+    );
+    assert!(
+        Instant::now() >= due,
+        "timed out {:?} early",
+        due - Instant::now()
+    );
+}
+
+#[tokio::test]
+async fn a_deadline_before_the_connections_timer_is_kept() {
+    let start = Instant::now();
+    let conn = first_exchange(answers_once().await, start + Duration::from_secs(5)).await;
+    let due = Instant::now() + Duration::from_millis(50);
+    let failed = conn.send(post(Body::from("{}")), &[], false, due).await;
+    assert!(
+        matches!(failed, Err(Failure::TimedOut)),
+        "{:?}",
+        failed.err()
+    );
+    let now = Instant::now();
+    assert!(
+        now >= due && now < start + Duration::from_secs(5),
+        "{:?}",
+        now - start
     );
 }
