@@ -113,6 +113,11 @@ impl Outcome {
         }
     }
 
+    /// The request path as sent, bounded for the log.
+    pub fn path(&self) -> &str {
+        bounded_str(self.uri.path())
+    }
+
     /// Records the offending fields' key names from the findings.
     pub fn note_fields(&mut self, findings: &Findings) {
         self.fields = findings
@@ -227,13 +232,6 @@ fn scalar(v: &KwargValue, max_len: usize, open: bool) -> Option<serde_json::Valu
 }
 
 /// Client text for the log, owned and bounded ([`bounded_str`]).
-impl Outcome {
-    /// The request path as sent, bounded for the log.
-    pub fn path(&self) -> &str {
-        bounded_str(self.uri.path())
-    }
-}
-
 fn bounded(s: &str) -> String {
     bounded_str(s).to_string()
 }
