@@ -94,7 +94,7 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
     let mut headers = HeaderMap::with_capacity(fields.len());
     let mut seen = Seen::default();
     for f in fields.iter() {
-        let name = HeaderName::from_bytes(&head[f.name.0..f.name.0 + f.name.1]).map_err(|_| bad)?;
+        let name = field_name(&head[f.name.0..f.name.0 + f.name.1]).ok_or(bad)?;
         let value = HeaderValue::from_maybe_shared(slice(f.value)).map_err(|_| bad)?;
         seen.note(&name, value.as_bytes())?;
         headers.append(name, value);
@@ -124,6 +124,24 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
         keep_alive,
         expect_continue: seen.expect_continue && version == Version::HTTP_11,
     }))
+}
+
+/// `bytes` as a field name. The names most requests carry, spelled as clients send them
+/// (capitalised, or all lower case), are recognised whole, without `HeaderName::from_bytes`
+/// (a copy through a case-folding table, then a match); any other spelling is parsed.
+fn field_name(bytes: &[u8]) -> Option<HeaderName> {
+    let is = |capital: &[u8], lower: &[u8]| bytes == capital || bytes == lower;
+    match bytes.len() {
+        4 if is(b"Host", b"host") => Some(header::HOST),
+        6 if is(b"Accept", b"accept") => Some(header::ACCEPT),
+        10 if is(b"User-Agent", b"user-agent") => Some(header::USER_AGENT),
+        10 if is(b"Connection", b"connection") => Some(header::CONNECTION),
+        12 if is(b"Content-Type", b"content-type") => Some(header::CONTENT_TYPE),
+        13 if is(b"Authorization", b"authorization") => Some(header::AUTHORIZATION),
+        14 if is(b"Content-Length", b"content-length") => Some(header::CONTENT_LENGTH),
+        15 if is(b"Accept-Encoding", b"accept-encoding") => Some(header::ACCEPT_ENCODING),
+        _ => HeaderName::from_bytes(bytes).ok(),
+    }
 }
 
 /// What the fields that frame the message and the connection said.
@@ -268,6 +286,47 @@ mod tests {
             matches!(parse(&mut buf, &mut Fields::default()), Ok(None)),
             "a partial head waits"
         );
+    }
+
+    #[test]
+    fn recognised_names_are_the_ones_parsing_gives() {
+        let names = [
+            "Host",
+            "host",
+            "HOST",
+            "hOst",
+            "Hosts",
+            "Accept",
+            "accept",
+            "ACCEPT",
+            "User-Agent",
+            "user-agent",
+            "USER-AGENT",
+            "Connection",
+            "connection",
+            "Connectiom",
+            "Content-Type",
+            "content-type",
+            "Content_Type",
+            "Authorization",
+            "authorization",
+            "Content-Length",
+            "content-length",
+            "Content-Lengt\u{e9}",
+            "Accept-Encoding",
+            "accept-encoding",
+            "X-Request-Id",
+            "x-api-key",
+            "Expect",
+            "Transfer-Encoding",
+            "Bad Name",
+            "",
+            "Hos\0",
+        ];
+        for name in names {
+            let parsed = HeaderName::from_bytes(name.as_bytes()).ok();
+            assert_eq!(field_name(name.as_bytes()), parsed, "{name:?}");
+        }
     }
 
     #[test]
