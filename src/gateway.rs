@@ -300,7 +300,7 @@ impl Gateway {
         let own = &self.pools[client.pool];
         if client.mode == Mode::Pass && !own.values.active(own.trusted) {
             if declared_length(req.headers()).is_some_and(|n| n > own.max_body_bytes as u64) {
-                outcome.pool = Some(own.name.clone());
+                outcome.pool = Some(own.name);
                 return Err(GateError::BodyTooLarge {
                     limit: own.max_body_bytes,
                 });
@@ -342,7 +342,7 @@ impl Gateway {
             findings.as_ref(),
         )?;
         let pool = &self.pools[decision.pool];
-        outcome.pool = Some(pool.name.clone());
+        outcome.pool = Some(pool.name);
         if bytes.len() > pool.max_body_bytes {
             return Err(GateError::BodyTooLarge {
                 limit: pool.max_body_bytes,
@@ -352,7 +352,7 @@ impl Gateway {
         match decision.action {
             Action::Forward => {
                 if let (true, Some(f)) = (pool.values.active(pool.trusted), &findings) {
-                    check_values(&pool.values, &pool.name, f)?;
+                    check_values(&pool.values, pool.name, f)?;
                 }
                 let req = Request::from_parts(parts, Body::from(bytes));
                 let res = self.forward(pool.id, id, req, conn, outcome, held).await;
@@ -411,7 +411,7 @@ impl Gateway {
         held: &mut Held,
     ) -> Result<Response<Body>, GateError> {
         let pool = &self.pools[pool];
-        outcome.pool = Some(pool.name.clone());
+        outcome.pool = Some(pool.name);
         if !pool.available() {
             return Err(pool.pick().err().unwrap_or(GateError::PoolUnavailable {
                 pool: pool.name.to_string(),
@@ -421,7 +421,7 @@ impl Gateway {
         let admission = self.limits.admit(pool.id, id).await?;
         held.admission = Some(admission);
         let (upstream, member) = pool.pick()?;
-        held.member = Some(member);
+        held.member = member;
         let (parts, body) = req.into_parts();
         let sent = Instant::now();
         let errors = &self.metrics.upstream_errors;

@@ -6,8 +6,9 @@
 //! health). With every member down the pool answers 503 naming itself. A pool without
 //! health checks (the `[upstream]` shorthand) always tries its members, so failures stay 502.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::config::{Balance, HealthCheck, PoolConfig, PoolId, ValueRules};
 use crate::error::GateError;
@@ -22,7 +23,8 @@ pub struct Member {
     in_flight: Arc<AtomicUsize>,
 }
 
-/// Counts a request on its member until dropped (it rides with the response body).
+/// Counts a request on its member until dropped (it rides with the response body); taken
+/// only in a pool that balances by least in flight, the one reader of the count.
 pub struct MemberGuard(Arc<AtomicUsize>);
 
 impl Drop for MemberGuard {
@@ -35,8 +37,9 @@ impl Drop for MemberGuard {
 pub struct Pool {
     /// Its index in the policy.
     pub id: PoolId,
-    /// Its name (a metrics label; shared, so each request's record takes it without a copy).
-    pub name: Arc<str>,
+    /// Its name (a metrics label; [`interned`], so each request's record refers to it
+    /// without a copy or a shared reference count).
+    pub name: &'static str,
     /// Members run `--trust-request-mm-kwargs`.
     pub trusted: bool,
     /// Largest gated body it accepts.
@@ -65,7 +68,7 @@ impl Pool {
         };
         Pool {
             id,
-            name: cfg.name.as_str().into(),
+            name: interned(&cfg.name),
             trusted: cfg.trusted,
             max_body_bytes: cfg.max_body_bytes,
             values: cfg.values.clone(),
@@ -103,22 +106,25 @@ impl Pool {
         &self.members
     }
 
-    /// Picks a healthy member and counts the request on it.
-    pub fn pick(&self) -> Result<(&Upstream, MemberGuard), GateError> {
+    /// Picks a healthy member, and counts the request on it when the pool balances by least
+    /// in flight.
+    ///
+    /// The counters are shared by every worker thread, so each write moves a cache line
+    /// between cores: a pool of one member takes no turn, and a round-robin pool keeps no
+    /// count.
+    pub fn pick(&self) -> Result<(&Upstream, Option<MemberGuard>), GateError> {
         let healthy = |m: &&Member| m.healthy.load(Ordering::Acquire);
         let n = self.members.len();
+        let start = match n {
+            1 => 0,
+            _ => self.next.fetch_add(1, Ordering::Relaxed),
+        };
+        let mut members = (0..n).map(|i| &self.members[(start + i) % n]);
         let chosen = match self.balance {
-            Balance::RoundRobin => {
-                let start = self.next.fetch_add(1, Ordering::Relaxed);
-                (0..n).map(|i| &self.members[(start + i) % n]).find(healthy)
-            }
-            Balance::LeastInFlight => {
-                let start = self.next.fetch_add(1, Ordering::Relaxed);
-                (0..n)
-                    .map(|i| &self.members[(start + i) % n])
-                    .filter(healthy)
-                    .min_by_key(|m| m.in_flight.load(Ordering::Acquire))
-            }
+            Balance::RoundRobin => members.find(healthy),
+            Balance::LeastInFlight => members
+                .filter(healthy)
+                .min_by_key(|m| m.in_flight.load(Ordering::Acquire)),
         };
         let Some(member) = chosen else {
             return Err(GateError::PoolUnavailable {
@@ -126,8 +132,11 @@ impl Pool {
                 members: n,
             });
         };
-        member.in_flight.fetch_add(1, Ordering::AcqRel);
-        Ok((&member.upstream, MemberGuard(member.in_flight.clone())))
+        let guard = (self.balance == Balance::LeastInFlight).then(|| {
+            member.in_flight.fetch_add(1, Ordering::AcqRel);
+            MemberGuard(member.in_flight.clone())
+        });
+        Ok((&member.upstream, guard))
     }
 
     /// Marks the member serving `authority` down after a failed connect (health-checked pools only).
@@ -163,6 +172,19 @@ impl Pool {
     }
 }
 
+/// `name` for the life of the process: leaked once per distinct name (pool names are few,
+/// and a reload reuses them), so that requests refer to it without a reference count.
+fn interned(name: &str) -> &'static str {
+    static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&known) = names.get(name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.into());
+    names.insert(leaked);
+    leaked
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,12 +216,41 @@ mod tests {
         let p = pool("least_in_flight");
         let (_, a) = p.pick().unwrap();
         let (_, b) = p.pick().unwrap();
+        assert!(a.is_some() && b.is_some(), "counted on the member");
         let (third, _c) = p.pick().unwrap();
         assert_eq!(third.authority(), "127.0.0.1:3");
         drop(a);
         let (next, _) = p.pick().unwrap();
         assert_eq!(next.authority(), "127.0.0.1:1");
         drop(b);
+    }
+
+    #[test]
+    fn round_robin_counts_nothing_in_flight() {
+        let p = pool("round_robin");
+        let (_, guard) = p.pick().unwrap();
+        assert!(guard.is_none());
+        assert!(p
+            .members
+            .iter()
+            .all(|m| m.in_flight.load(Ordering::Acquire) == 0));
+    }
+
+    #[test]
+    fn a_pool_of_one_takes_no_turn() {
+        let c = Config::parse("[pools.default]\nmembers = [\"http://127.0.0.1:1\"]\n").unwrap();
+        let p = Pool::new(0, &c.pools[0]);
+        for _ in 0..3 {
+            assert_eq!(p.pick().unwrap().0.authority(), "127.0.0.1:1");
+        }
+        assert_eq!(p.next.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn names_are_interned_once() {
+        let (a, b) = (interned("pool-x"), interned(&String::from("pool-x")));
+        assert!(std::ptr::eq(a, b));
+        assert_eq!(interned("pool-y"), "pool-y");
     }
 
     #[test]

@@ -10,7 +10,6 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::io::Write;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::classify::RouteKind;
@@ -59,7 +58,7 @@ pub struct Outcome {
     /// A client header from outside the trusted networks was ignored.
     pub spoofed_header: bool,
     /// The pool the request was sent to (or refused by).
-    pub pool: Option<Arc<str>>,
+    pub pool: Option<&'static str>,
     /// Why mmgate refused it (a closed label), if it did.
     pub refusal: Option<&'static str>,
     /// The client's user agent, as sent (bounded when logged).
@@ -361,7 +360,7 @@ fn record_client(metrics: &Metrics, clients: &ClientRequests, o: &Outcome) {
         metrics.ignored_client_headers.inc();
     }
     if let Some(reason) = o.refusal {
-        let pool = o.pool.as_deref().unwrap_or("none");
+        let pool = o.pool.unwrap_or("none");
         metrics.refusals.with_label_values(&[pool, reason]).inc();
     }
 }

@@ -49,7 +49,7 @@ pub(super) fn write(w: &mut Vec<u8>, o: &Outcome, ts: &str, route: &str, mode: &
     w.extend_from_slice(b",\"client\":");
     string(w, &o.client_id);
     w.extend_from_slice(b",\"pool\":");
-    optional(w, o.pool.as_deref());
+    optional(w, o.pool);
     w.extend_from_slice(b",\"user_agent\":");
     optional(w, user_agent(o));
     w.extend_from_slice(b",\"request_id\":");
@@ -194,7 +194,7 @@ mod tests {
             status: o.status,
             client_addr: o.client_addr.to_str().unwrap_or_default(),
             client: &o.client_id,
-            pool: o.pool.as_deref(),
+            pool: o.pool,
             user_agent: user_agent(o),
             request_id: o.request_id.text(),
         };
@@ -225,7 +225,9 @@ mod tests {
             client: crate::identify::ClientId::Anonymous,
             via: None,
             spoofed_header: false,
-            pool: seq.is_multiple_of(2).then(|| text.into()),
+            pool: seq
+                .is_multiple_of(2)
+                .then(|| &*Box::leak(text.to_owned().into_boxed_str())),
             refusal: None,
             user_agent: header.clone(),
             request_id: RequestId {
