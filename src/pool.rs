@@ -109,7 +109,7 @@ impl Pool {
     /// Picks a healthy member, and counts the request on it when the pool balances by least
     /// in flight.
     ///
-    /// The counters are shared by every worker thread, so each write moves a cache line
+    /// The counters are shared by every worker thread, so a write can move a cache line
     /// between cores: a pool of one member takes no turn, and a round-robin pool keeps no
     /// count.
     pub fn pick(&self) -> Result<(&Upstream, Option<MemberGuard>), GateError> {
