@@ -57,7 +57,10 @@ build_binaries() {
 }
 
 # haproxy as every bench measures it: `mode http`, 2 threads, upstream connections reused.
-haproxy_config() { # FILE PORT UPSTREAM_PORT
+# A fourth argument adds `option http-no-delay`: by default haproxy sends a response that is
+# not complete yet with MSG_MORE, and the kernel then holds a streamed event for up to
+# 200 ms (bench/stream_delay.sh); with the option each event goes out as it comes.
+haproxy_config() { # FILE PORT UPSTREAM_PORT [no-delay]
   cat >"$1" <<HAP
 global
   nbthread 2
@@ -69,6 +72,7 @@ defaults
   timeout server 60s
   timeout http-keep-alive 60s
   http-reuse always
+${4:+  option http-no-delay}
 frontend fe
   bind 127.0.0.1:$2
   default_backend vllm

@@ -11,6 +11,7 @@
 #   nginx_buf      nginx proxy_pass, proxy_request_buffering on
 #   nginx_nobuf    nginx proxy_pass, proxy_request_buffering off
 #   haproxy        haproxy mode http, http-reuse always
+#   haproxy_stream haproxy as above with option http-no-delay (streamed events not held back)
 #   mmgate_pass / mmgate_shadow / mmgate_strip / mmgate_reject   release mmgate, gate.default
 # bench/measure.py records requests/s, p50/p99 latency and CPU µs per request (utime+stime
 # from /proc) of the hop and of the upstream; bench/summarise.py prints the medians of the
@@ -26,7 +27,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 DURATION=${DURATION:-5} WARMUP=${WARMUP:-1} REPS=${REPS:-3} CONNS=${CONNS:-32} THREADS=${THREADS:-2}
 ALL_WORKLOADS="chat_2k chat_1m_image chat_2k_sse"
-ALL_TARGETS="direct nginx_buf nginx_nobuf haproxy mmgate_pass mmgate_shadow mmgate_strip mmgate_reject"
+ALL_TARGETS="direct nginx_buf nginx_nobuf haproxy haproxy_stream mmgate_pass mmgate_shadow mmgate_strip mmgate_reject"
 WORKLOADS=${WORKLOADS:-$ALL_WORKLOADS} TARGETS=${TARGETS:-$ALL_TARGETS}
 OUT=${OUT:-$ROOT/target/bench-overhead/$(date -u +%Y%m%dT%H%M%SZ)}
 for w in $WORKLOADS; do [[ " $ALL_WORKLOADS " == *" $w "* ]] || { echo "unknown workload $w" >&2; exit 2; }; done
@@ -61,8 +62,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-read -r UP P_NGB P_NGN P_HAP P_PASS P_SHADOW P_STRIP P_REJECT A_PASS A_SHADOW A_STRIP A_REJECT \
-  <<<"$(free_ports 12)"
+read -r UP P_NGB P_NGN P_HAP P_HAPS P_PASS P_SHADOW P_STRIP P_REJECT A_PASS A_SHADOW A_STRIP \
+  A_REJECT <<<"$(free_ports 13)"
 
 python3 bench/bodies.py "$W" >"$OUT/bodies.txt"
 
@@ -83,12 +84,14 @@ start_nginx() { # NAME PORT on|off
 [[ " $TARGETS " == *" nginx_buf "* ]] && start_nginx nginx_buf "$P_NGB" on
 [[ " $TARGETS " == *" nginx_nobuf "* ]] && start_nginx nginx_nobuf "$P_NGN" off
 
-if [[ " $TARGETS " == *" haproxy "* ]]; then
-  haproxy_config "$W/haproxy.cfg" "$P_HAP" "$UP"
-  haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.log" 2>&1 & pid=$!; PIDS+=("$pid")
-  URL[haproxy]=http://127.0.0.1:$P_HAP; HOP[haproxy]=$pid
-  wait_http "${URL[haproxy]}/health" haproxy
-fi
+start_haproxy() { # NAME PORT [no-delay]
+  haproxy_config "$W/$1.cfg" "$2" "$UP" ${3:-}
+  haproxy -db -f "$W/$1.cfg" >"$W/$1.log" 2>&1 & local pid=$!; PIDS+=("$pid")
+  URL[$1]=http://127.0.0.1:$2; HOP[$1]=$pid
+  wait_http "${URL[$1]}/health" "$1"
+}
+[[ " $TARGETS " == *" haproxy "* ]] && start_haproxy haproxy "$P_HAP"
+[[ " $TARGETS " == *" haproxy_stream "* ]] && start_haproxy haproxy_stream "$P_HAPS" no-delay
 
 start_mmgate() { # MODE PORT ADMIN
   mmgate_policy "$W/mmgate_$1.toml" "$2" "$3" "$UP" "$1"
