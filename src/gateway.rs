@@ -183,7 +183,7 @@ impl Gateway {
     }
 
     /// Handles one request from a client connection.
-    pub async fn handle(&self, req: Request<Body>, conn: &ConnInfo) -> Answer {
+    pub async fn handle(&self, mut req: Request<Body>, conn: &ConnInfo) -> Answer {
         let mut held = Held {
             _in_flight: InFlight::enter(&self.metrics.in_flight),
             admission: None,
@@ -199,7 +199,9 @@ impl Gateway {
             outcome,
         );
         let outcome = &mut recorder.outcome;
-        let res = self.serve(req, conn, outcome, &mut held).await;
+        // The request stays here, lent down to the upstream connection that writes it: moved
+        // by value into each layer's future, it was copied once per layer.
+        let res = self.serve(&mut req, conn, outcome, &mut held).await;
         let upstream_fields = held.upstream_fields.take().filter(|_| res.is_ok());
         let res = res.unwrap_or_else(|e| {
             outcome.refusal = e.refusal_reason();
@@ -226,7 +228,7 @@ impl Gateway {
     /// Identify, take from the client's rate, then serve the route.
     async fn serve(
         &self,
-        mut req: Request<Body>,
+        req: &mut Request<Body>,
         conn: &ConnInfo,
         outcome: &mut Outcome,
         held: &mut Held,
@@ -286,7 +288,7 @@ impl Gateway {
         &self,
         kind: RouteKind,
         id: ClientId,
-        req: Request<Body>,
+        req: &mut Request<Body>,
         conn: &ConnInfo,
         outcome: &mut Outcome,
         held: &mut Held,
@@ -307,16 +309,16 @@ impl Gateway {
             }
             return self.forward(own.id, id, req, conn, outcome, held).await;
         }
-        let (parts, body) = req.into_parts();
         // Read up to the largest limit of the pools this client can reach; check the chosen one below.
         let reachable = match client.mode {
             Mode::Route(p) => self.pools[p].max_body_bytes,
             _ => 0,
         };
         let limit = reachable.max(self.pools[client.pool].max_body_bytes);
-        let bytes = self.read_body(&parts.headers, body, limit).await?;
+        let body = std::mem::take(req.body_mut());
+        let bytes = self.read_body(req.headers(), body, limit).await?;
         outcome.body_bytes = Some(bytes.len());
-        let head = Head::of(&parts.headers, kind);
+        let head = Head::of(req.headers(), kind);
         let facts = self.facts.load();
         let (verdict, findings) = judge(
             kind,
@@ -354,7 +356,7 @@ impl Gateway {
                 if let (true, Some(f)) = (pool.values.active(pool.trusted), &findings) {
                     check_values(&pool.values, pool.name, f)?;
                 }
-                let req = Request::from_parts(parts, Body::from(bytes));
+                *req.body_mut() = Body::from(bytes);
                 let res = self.forward(pool.id, id, req, conn, outcome, held).await;
                 if pool.id != client.pool {
                     outcome.outcome = "routed";
@@ -372,11 +374,9 @@ impl Gateway {
                 } else {
                     strip(&bytes, &findings, &fields)
                 };
-                let mut parts = parts;
-                parts
-                    .headers
+                req.headers_mut()
                     .insert(header::CONTENT_LENGTH, HeaderValue::from(stripped.len()));
-                let req = Request::from_parts(parts, Body::new(SliceBody::new(stripped.parts)));
+                *req.body_mut() = Body::new(SliceBody::new(stripped.parts));
                 let header = stripped_header(&fields);
                 // Noted before forwarding: a stripped request whose client leaves (or whose
                 // upstream fails) is still recorded and logged as stripped.
@@ -405,7 +405,7 @@ impl Gateway {
         &self,
         pool: PoolId,
         id: ClientId,
-        req: Request<Body>,
+        req: &mut Request<Body>,
         conn: &ConnInfo,
         outcome: &mut Outcome,
         held: &mut Held,
@@ -422,10 +422,9 @@ impl Gateway {
         held.admission = Some(admission);
         let (upstream, member) = pool.pick()?;
         held.member = member;
-        let (parts, body) = req.into_parts();
         let sent = Instant::now();
         let errors = &self.metrics.upstream_errors;
-        let res = upstream.forward(parts, body, conn, errors, sent).await;
+        let res = upstream.forward(req, conn, errors, sent).await;
         let (res, answered) = match res {
             Ok((res, fields, arrived)) => {
                 held.upstream_fields = Some(fields);

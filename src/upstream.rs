@@ -85,8 +85,7 @@ impl Upstream {
     /// in `errors` by kind.
     pub async fn forward(
         &self,
-        mut parts: http::request::Parts,
-        body: Body,
+        req: &mut Request<Body>,
         conn: &ConnInfo,
         errors: &IntCounterVec,
         sent: Instant,
@@ -94,15 +93,14 @@ impl Upstream {
         // The connection writes the URI's path and query (origin form); an HTTP/2 client's
         // authority is sent as `Host` (`host::replacement`), its scheme not at all.
         // First: a client's `Connection: host` must not remove the Host set below.
-        remove_hop_by_hop(&mut parts.headers);
-        if let Some(h) = host::replacement(&parts, conn.own_host()) {
-            parts.headers.insert(header::HOST, h);
+        remove_hop_by_hop(req.headers_mut());
+        if let Some(h) = host::replacement(req, conn.own_host()) {
+            req.headers_mut().insert(header::HOST, h);
         }
-        let forwarded = forwarded(&parts.headers, conn.remote_ip());
+        let forwarded = forwarded(req.headers(), conn.remote_ip());
         // mmgate's own server sends an HTTP/1.1 client a chunked body as the chunks came.
-        let pass_chunks = conn.own_http1() && parts.version == http::Version::HTTP_11;
-        parts.version = http::Version::HTTP_11;
-        let req = Request::from_parts(parts, body);
+        let pass_chunks = conn.own_http1() && req.version() == http::Version::HTTP_11;
+        *req.version_mut() = http::Version::HTTP_11;
         match self.send(req, &forwarded, sent, pass_chunks).await {
             Ok((res, fields)) => {
                 let arrived = Instant::now();
@@ -130,7 +128,7 @@ impl Upstream {
     /// (none when the request's own body failed: the client broke off its upload).
     async fn send(
         &self,
-        req: Request<Body>,
+        req: &mut Request<Body>,
         set: &[(HeaderName, HeaderValue)],
         now: Instant,
         pass_chunks: bool,
@@ -165,13 +163,13 @@ impl Upstream {
         path: &str,
         deadline: Duration,
     ) -> Result<(StatusCode, Bytes), GateError> {
-        let req = Request::get(path)
+        let mut req = Request::get(path)
             .header(header::HOST, self.authority.as_str())
             .body(Body::empty())
             .map_err(|e| self.failed(e.to_string()))?;
         let fetch = async {
             let (res, _) = self
-                .send(req, &[], Instant::now(), false)
+                .send(&mut req, &[], Instant::now(), false)
                 .await
                 .map_err(|(e, _)| e)?;
             let status = res.status();

@@ -128,14 +128,14 @@ impl Conns {
         }
     }
 
-    /// Sends `req` (its URI in origin form), with the fields of `set` in place of its own of
+    /// Sends `req` (its URI in origin form; its body is taken), with the fields of `set` in place of its own of
     /// the same names, and returns the response (its status and body, which reads the rest
     /// from the connection) and its fields. `now` is the time of the call, read by the
     /// caller; a response head that has not come by `due` fails the exchange
     /// ([`Failure::TimedOut`]); a chunked body comes as its chunks came when `pass_chunks`.
     pub(super) async fn send(
         self: &Arc<Self>,
-        req: Request<Body>,
+        req: &mut Request<Body>,
         set: &[(HeaderName, HeaderValue)],
         now: Instant,
         due: Instant,
@@ -320,11 +320,14 @@ mod tests {
     }
 
     async fn get(conns: &Arc<Conns>) -> Bytes {
-        let req = Request::get("/")
+        let mut req = Request::get("/")
             .header("host", "x")
             .body(Body::empty())
             .unwrap();
-        let Ok((res, _)) = conns.send(req, &[], Instant::now(), far(), false).await else {
+        let Ok((res, _)) = conns
+            .send(&mut req, &[], Instant::now(), far(), false)
+            .await
+        else {
             panic!("no response");
         };
         res.into_body().collect().await.unwrap().to_bytes()
@@ -349,8 +352,11 @@ mod tests {
     async fn a_response_dropped_unfinished_closes_its_connection() {
         let (target, _accepted) = upstream(100).await;
         let conns = conns(&target, Duration::from_secs(60));
-        let req = Request::get("/").body(Body::empty()).unwrap();
-        let Ok((res, _)) = conns.send(req, &[], Instant::now(), far(), false).await else {
+        let mut req = Request::get("/").body(Body::empty()).unwrap();
+        let Ok((res, _)) = conns
+            .send(&mut req, &[], Instant::now(), far(), false)
+            .await
+        else {
             panic!("no response");
         };
         drop(res);

@@ -127,8 +127,8 @@ impl Conn {
         poll_read(&mut self.io, &mut cx, &mut self.buf).is_ready()
     }
 
-    /// Writes `req` (its URI in origin form), with the fields of `set` in place of its own
-    /// of the same names, and reads the response head; the body is read as the returned
+    /// Writes `req` (its URI in origin form; its body is taken), with the fields of `set` in
+    /// place of its own of the same names, and reads the response head; the body is read as the returned
     /// response's body is polled. A chunked body comes as its chunks came when
     /// `pass_chunks` (for a client that is sent the same chunks).
     ///
@@ -139,17 +139,16 @@ impl Conn {
     /// this one's) and is then moved to `due`.
     pub(super) async fn send(
         mut self,
-        req: Request<Body>,
+        req: &mut Request<Body>,
         set: &[(HeaderName, HeaderValue)],
         pass_chunks: bool,
         due: Instant,
     ) -> Result<(Head, Framing, Conn), Failure> {
-        let (parts, body) = req.into_parts();
         let mut timer = self.timer.take();
         let done = {
             let exchange = std::pin::pin!(async {
-                self.write_request(&parts, body, set).await?;
-                self.read_head(&parts.method, pass_chunks).await
+                self.write_request(req, set).await?;
+                self.read_head(req.method(), pass_chunks).await
             });
             within(exchange, &mut timer, due).await
         };
@@ -160,28 +159,28 @@ impl Conn {
 
     async fn write_request(
         &mut self,
-        parts: &http::request::Parts,
-        mut body: Body,
+        req: &mut Request<Body>,
         set: &[(HeaderName, HeaderValue)],
     ) -> Result<(), Failure> {
+        let mut body = std::mem::take(req.body_mut());
+        let (method, headers) = (req.method(), req.headers());
         let reset = |e: std::io::Error| Failure::Reset(format!("writing the request: {e}"));
         let declared = body
             .size_hint()
             .exact()
-            .or_else(|| crate::body::declared_length(&parts.headers));
+            .or_else(|| crate::body::declared_length(headers));
         let chunked = declared.is_none() && !body.is_end_stream();
         let out = &mut self.out;
-        out.put(parts.method.as_str().as_bytes());
+        out.put(method.as_str().as_bytes());
         out.put(b" ");
         out.put(
-            parts
-                .uri
+            req.uri()
                 .path_and_query()
                 .map_or("/", |p| p.as_str())
                 .as_bytes(),
         );
         out.put(b" HTTP/1.1\r\n");
-        for (name, value) in &parts.headers {
+        for (name, value) in headers {
             if name != header::CONTENT_LENGTH && !set.iter().any(|(n, _)| n == name) {
                 put_field(out, name.as_str().as_bytes(), value.as_bytes());
             }
@@ -189,9 +188,9 @@ impl Conn {
         for (name, value) in set {
             put_field(out, name.as_str().as_bytes(), value.as_bytes());
         }
-        let had_length = parts.headers.contains_key(header::CONTENT_LENGTH);
+        let had_length = headers.contains_key(header::CONTENT_LENGTH);
         match declared {
-            Some(n) if n > 0 || had_length || !bodiless(&parts.method) => {
+            Some(n) if n > 0 || had_length || !bodiless(method) => {
                 put_field(out, b"content-length", decimal(n, &mut [0; 20]));
             }
             _ if chunked => put_field(out, b"transfer-encoding", b"chunked"),

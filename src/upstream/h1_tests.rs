@@ -1,7 +1,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::HeaderMap;
+use http::{HeaderMap, Request};
 use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -186,7 +186,7 @@ async fn exchange_setting(
 ) -> (http::Response<Bytes>, Option<HeaderMap>, String, usize) {
     let (conn, seen) = upstream(pieces, close).await;
     let kept = Kept::default();
-    let (head, framing, conn) = conn.send(req, set, false, far()).await.unwrap();
+    let (head, framing, conn) = conn.send_request(req, set, false, far()).await.unwrap();
     let body = Streamed::new(conn, framing, kept.clone());
     let collected = body.collect().await.unwrap();
     let trailers = collected.trailers().cloned();
@@ -200,6 +200,20 @@ async fn exchange_setting(
 /// A response deadline no test reaches.
 fn far() -> Instant {
     Instant::now() + Duration::from_secs(3600)
+}
+
+impl Conn {
+    /// [`Conn::send`] with a whole request.
+    async fn send_request(
+        self,
+        req: Request<Body>,
+        set: &[(HeaderName, HeaderValue)],
+        pass_chunks: bool,
+        due: Instant,
+    ) -> Result<(Head, Framing, Conn), Failure> {
+        let mut req = req;
+        self.send(&mut req, set, pass_chunks, due).await
+    }
 }
 
 fn post(body: Body) -> Request<Body> {
@@ -290,7 +304,7 @@ async fn a_body_cut_short_is_an_error() {
     )
     .await;
     let (_, framing, conn) = conn
-        .send(post(Body::from("{}")), &[], false, far())
+        .send_request(post(Body::from("{}")), &[], false, far())
         .await
         .unwrap();
     let body = Streamed::new(conn, framing, Kept::default());
@@ -301,12 +315,14 @@ async fn a_body_cut_short_is_an_error() {
 async fn an_answer_that_is_not_http_is_a_protocol_failure() {
     let (conn, _seen) = upstream(vec![b"SSH-2.0-OpenSSH\r\n\r\n"], true).await;
     assert!(matches!(
-        conn.send(post(Body::from("{}")), &[], false, far()).await,
+        conn.send_request(post(Body::from("{}")), &[], false, far())
+            .await,
         Err(Failure::Protocol(_))
     ));
     let (conn, _seen) = upstream(vec![b"HTTP/1.1 200 OK\r\ncontent-le"], true).await;
     assert!(matches!(
-        conn.send(post(Body::from("{}")), &[], false, far()).await,
+        conn.send_request(post(Body::from("{}")), &[], false, far())
+            .await,
         Err(Failure::Reset(_))
     ));
 }
@@ -324,7 +340,7 @@ async fn a_passed_chunked_body_comes_as_its_chunks_came() {
     )
     .await;
     let (head, framing, conn) = conn
-        .send(post(Body::from("{}")), &[], true, far())
+        .send_request(post(Body::from("{}")), &[], true, far())
         .await
         .unwrap();
     assert!(head.fields.chunks_as_sent());
@@ -346,7 +362,7 @@ async fn a_passed_chunked_body_comes_as_its_chunks_came() {
     )
     .await;
     let (head, _, _) = conn
-        .send(post(Body::from("{}")), &[], true, far())
+        .send_request(post(Body::from("{}")), &[], true, far())
         .await
         .unwrap();
     assert!(!head.fields.chunks_as_sent());
@@ -410,7 +426,7 @@ async fn a_body_longer_than_declared_is_refused_before_it_is_sent() {
         sent: Some(Bytes::from_static(b"{}GET / HTTP/1.1")),
     });
     assert!(matches!(
-        conn.send(post(body), &[], false, far()).await,
+        conn.send_request(post(body), &[], false, far()).await,
         Err(Failure::ClientBody(_))
     ));
     let received = String::from_utf8(received.await.unwrap()).unwrap();
@@ -467,7 +483,7 @@ async fn answers_once() -> Conn {
 async fn first_exchange(conn: Conn, due: Instant) -> Conn {
     let kept = Kept::default();
     let (head, framing, conn) = conn
-        .send(post(Body::from("{}")), &[], false, due)
+        .send_request(post(Body::from("{}")), &[], false, due)
         .await
         .unwrap();
     assert_eq!(head.status, StatusCode::OK);
@@ -484,7 +500,9 @@ async fn a_connections_timer_left_by_an_earlier_request_does_not_end_a_later_one
     // The next request is due later; the connection's timer still stands at the first
     // request's deadline, fires there, and is moved.
     let due = start + Duration::from_millis(300);
-    let failed = conn.send(post(Body::from("{}")), &[], false, due).await;
+    let failed = conn
+        .send_request(post(Body::from("{}")), &[], false, due)
+        .await;
     assert!(
         matches!(failed, Err(Failure::TimedOut)),
         "{:?}",
@@ -502,7 +520,9 @@ async fn a_deadline_before_the_connections_timer_is_kept() {
     let start = Instant::now();
     let conn = first_exchange(answers_once().await, start + Duration::from_secs(5)).await;
     let due = Instant::now() + Duration::from_millis(50);
-    let failed = conn.send(post(Body::from("{}")), &[], false, due).await;
+    let failed = conn
+        .send_request(post(Body::from("{}")), &[], false, due)
+        .await;
     assert!(
         matches!(failed, Err(Failure::TimedOut)),
         "{:?}",

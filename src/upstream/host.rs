@@ -29,12 +29,12 @@ pub fn own(local: SocketAddr, https: bool) -> HeaderValue {
 
 /// The `Host` to set on a request forwarded upstream, if its own is to be replaced: when
 /// it has none or one Starlette would not use.
-pub(super) fn replacement(parts: &http::request::Parts, own: &HeaderValue) -> Option<HeaderValue> {
-    if parts.headers.get(HOST).is_some_and(|h| valid(h.as_bytes())) {
+pub(super) fn replacement<B>(req: &http::Request<B>, own: &HeaderValue) -> Option<HeaderValue> {
+    if req.headers().get(HOST).is_some_and(|h| valid(h.as_bytes())) {
         return None;
     }
-    let authority = (parts.version == Version::HTTP_2)
-        .then(|| parts.uri.authority())
+    let authority = (req.version() == Version::HTTP_2)
+        .then(|| req.uri().authority())
         .flatten()
         .filter(|a| valid(a.as_str().as_bytes()))
         .and_then(|a| HeaderValue::from_str(a.as_str()).ok());
@@ -213,7 +213,7 @@ mod tests {
             if let Some(h) = host {
                 b = b.header(HOST, h);
             }
-            b.body(()).unwrap().into_parts().0
+            b.body(()).unwrap()
         };
         let h11 = Version::HTTP_11;
         assert_eq!(
