@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::fields::ResponseFields;
-use super::h1::{Conn, Failure, Reuse, Stream, Streamed};
+use super::h1::{Conn, Failure, Link, Reuse, Stream, Streamed};
 
 /// Idle connections kept per member and worker thread at most (the oldest is closed first).
 const MAX_IDLE: usize = 1024;
@@ -176,7 +176,7 @@ impl Conns {
                 Err(e) => return Err(SendError::Connect(format!("TLS: {e}"))),
             },
         };
-        Ok(Conn::new(io))
+        Ok(Link::new(io))
     }
 
     /// This thread's idle list (shared with other workers only beyond `SHARDS - 1` of them).

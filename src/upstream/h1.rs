@@ -97,26 +97,31 @@ async fn within<T>(
 /// A TCP connection (`Left`), or TLS over one (`Right`).
 pub(super) type Stream = Either<TcpStream, Box<tokio_rustls::client::TlsStream<TcpStream>>>;
 
-/// One upstream connection, the bytes read from it that no response has used yet, and the
-/// buffer its requests are written from.
-pub(super) struct Conn {
+/// One upstream connection, boxed once for its life: it passes from the idle list to each
+/// exchange and its response body and back, and a box moves as a pointer (the connection
+/// is about 150 bytes, copied at each of those steps before).
+pub(super) type Conn = Box<Link>;
+
+/// A connection, the bytes read from it that no response has used yet, and the buffer its
+/// requests are written from.
+pub(super) struct Link {
     io: Stream,
     buf: BytesMut,
     out: Gather,
     /// The response deadline's timer, kept for the connection's life and moved only when
-    /// it fires early (see [`Conn::send`]).
+    /// it fires early (see [`Link::send`]).
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl Conn {
+impl Link {
     /// A fresh connection.
-    pub(super) fn new(io: Stream) -> Self {
-        Conn {
+    pub(super) fn new(io: Stream) -> Conn {
+        Box::new(Link {
             io,
             buf: BytesMut::with_capacity(READ_SIZE),
             out: Gather::default(),
             timer: None,
-        }
+        })
     }
 
     /// Whether an idle connection was closed by the upstream (or sent something unasked).
@@ -138,7 +143,7 @@ impl Conn {
     /// for an earlier request fires early (at that request's deadline, never later than
     /// this one's) and is then moved to `due`.
     pub(super) async fn send(
-        mut self,
+        mut self: Box<Self>,
         req: &mut Request<Body>,
         set: &[(HeaderName, HeaderValue)],
         pass_chunks: bool,

@@ -166,7 +166,7 @@ async fn upstream(
         }
     });
     let tcp = TcpStream::connect(addr).await.unwrap();
-    (Conn::new(Stream::Left(tcp)), rx)
+    (Link::new(Stream::Left(tcp)), rx)
 }
 
 async fn exchange(
@@ -202,10 +202,10 @@ fn far() -> Instant {
     Instant::now() + Duration::from_secs(3600)
 }
 
-impl Conn {
-    /// [`Conn::send`] with a whole request.
+impl Link {
+    /// [`Link::send`] with a whole request.
     async fn send_request(
-        self,
+        self: Box<Self>,
         req: Request<Body>,
         set: &[(HeaderName, HeaderValue)],
         pass_chunks: bool,
@@ -420,7 +420,7 @@ async fn a_body_longer_than_declared_is_refused_before_it_is_sent() {
         let _ = s.read_to_end(&mut all).await;
         all
     });
-    let conn = Conn::new(Stream::Left(TcpStream::connect(addr).await.unwrap()));
+    let conn = Link::new(Stream::Left(TcpStream::connect(addr).await.unwrap()));
     let body = Body::new(Lying {
         declared: 2,
         sent: Some(Bytes::from_static(b"{}GET / HTTP/1.1")),
@@ -476,7 +476,7 @@ async fn answers_once() -> Conn {
         while s.read(&mut [0u8; 4096]).await.is_ok_and(|n| n > 0) {}
     });
     let tcp = TcpStream::connect(addr).await.unwrap();
-    Conn::new(Stream::Left(tcp))
+    Link::new(Stream::Left(tcp))
 }
 
 /// The first exchange on `conn`, due at `due`; returns the connection for the next.
