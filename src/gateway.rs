@@ -191,12 +191,11 @@ impl Gateway {
             upstream_fields: None,
         };
         let seq = self.ids.fetch_add(1, Ordering::Relaxed);
-        let outcome = Outcome::start(req.headers(), req.uri(), conn, seq);
         let mut recorder = Recorder::new(
             &self.metrics,
             &self.client_requests,
             &self.inventory,
-            outcome,
+            Outcome::start(req.headers(), req.uri(), conn, seq),
         );
         let outcome = &mut recorder.outcome;
         // The request stays here, lent down to the upstream connection that writes it: moved

@@ -279,8 +279,12 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// Records the finished request with its response status.
-    pub fn finish(mut self, status: u16) {
+    /// Records the finished request with its response status (the first call only; the
+    /// recorder is not moved, so a large outcome is not copied on the way).
+    pub fn finish(&mut self, status: u16) {
+        if self.done {
+            return;
+        }
         self.outcome.status = status;
         self.outcome.elapsed = self.start.elapsed();
         record(self.metrics, self.clients, self.inventory, &self.outcome);
