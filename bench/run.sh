@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proxy-overhead load benchmark (issue #6, part 1), one command, loopback only, bounded:
 #
-#   bash bench/run.sh                       # 3 reps × 3 workloads × 8 targets, 5 s each
+#   bash bench/run.sh                       # 3 reps × 3 workloads × 9 targets, 5 s each
 #   DURATION=10 REPS=5 bash bench/run.sh
 #   TARGETS="direct haproxy mmgate_shadow" WORKLOADS=chat_2k REPS=1 bash bench/run.sh
 #

@@ -5,12 +5,14 @@
     python3 bench/stream_delay.py measure NAME URL [REQUESTS]
 
 `upstream` answers every POST with a chunked `text/event-stream` of EVENTS events, GAP_MS
-apart (as a model streams tokens), each carrying the CLOCK_MONOTONIC time it was sent at.
+apart (as a model streams tokens), each carrying the CLOCK_MONOTONIC time it was sent at;
+any other request (the hops' health checks) gets a plain `200 ok` at once.
 `measure` posts REQUESTS chat requests with "stream": true to URL, one at a time on one
 connection, notes when each event arrives (the same clock: one machine), and prints one
 markdown row: the median and the largest delay of the first event and of the later ones.
 A hop that passes events on as they come adds well under a millisecond.
 """
+import re
 import socket
 import statistics
 import sys
@@ -30,7 +32,8 @@ def upstream(port, gap):
 
 
 def read_request(conn, buf):
-    """One request (Content-Length bodies only) off `buf` + `conn`; the bytes left over."""
+    """One request (Content-Length bodies only) off `buf` + `conn`: whether it is a POST,
+    and the bytes left over; None when the connection closes."""
     while b"\r\n\r\n" not in buf:
         data = conn.recv(65536)
         if not data:
@@ -47,14 +50,18 @@ def read_request(conn, buf):
         if not data:
             return None
         rest += data
-    return rest[length:]
+    return head.startswith(b"POST "), rest[length:]
 
 
 def serve(conn, gap):
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = b""
     with conn:
-        while (buf := read_request(conn, buf)) is not None:
+        while (request := read_request(conn, buf)) is not None:
+            post, buf = request
+            if not post:
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                continue
             conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"transfer-encoding: chunked\r\n\r\n")
             for i in range(EVENTS):
@@ -83,9 +90,10 @@ def measure(name, url, requests):
                     sys.exit(f"{name}: connection closed mid-stream")
                 now = time.monotonic_ns()
                 got += data
-                stamps = got.split(b'"sent_ns": ')[1:]
+                # Whole stamps only: a read may end inside one.
+                stamps = re.findall(rb'"sent_ns": (\d+)}', got)
                 for s in stamps[seen:]:
-                    delay = (now - int(s.split(b"}")[0])) / 1e6
+                    delay = (now - int(s)) / 1e6
                     (first if seen == 0 else later).append(delay)
                     seen += 1
             if seen != EVENTS:

@@ -133,9 +133,9 @@ impl Link {
     }
 
     /// Writes `req` (its URI in origin form; its body is taken), with the fields of `set` in
-    /// place of its own of the same names, and reads the response head; the body is read as the returned
-    /// response's body is polled. A chunked body comes as its chunks came when
-    /// `pass_chunks` (for a client that is sent the same chunks).
+    /// place of its own of the same names, and reads the response head; the body is read
+    /// as the returned response's body is polled. A chunked body comes as its chunks came
+    /// when `pass_chunks` (for a client that is sent the same chunks).
     ///
     /// Fails with [`Failure::TimedOut`] if no whole response head has come by `due`. The
     /// connection's one timer stands for the deadline (a timer registered and removed for

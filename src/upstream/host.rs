@@ -208,7 +208,7 @@ mod tests {
     #[test]
     fn only_a_missing_or_invalid_host_is_replaced() {
         let own = HeaderValue::from_static("10.0.0.1:8080");
-        let parts = |version, uri: &str, host: Option<&str>| {
+        let request = |version, uri: &str, host: Option<&str>| {
             let mut b = http::Request::post(uri).version(version);
             if let Some(h) = host {
                 b = b.header(HOST, h);
@@ -217,21 +217,21 @@ mod tests {
         };
         let h11 = Version::HTTP_11;
         assert_eq!(
-            replacement(&parts(h11, "/v1", Some("api.test")), &own),
+            replacement(&request(h11, "/v1", Some("api.test")), &own),
             None
         );
         assert_eq!(
-            replacement(&parts(h11, "/v1", None), &own),
+            replacement(&request(h11, "/v1", None), &own),
             Some(own.clone())
         );
         assert_eq!(
-            replacement(&parts(h11, "/v1", Some("a b")), &own),
+            replacement(&request(h11, "/v1", Some("a b")), &own),
             Some(own.clone())
         );
         // An absolute-form target's authority is not a Host to Starlette.
-        let abs = parts(h11, "http://x.test/v1", None);
+        let abs = request(h11, "http://x.test/v1", None);
         assert_eq!(replacement(&abs, &own), Some(own.clone()));
-        let h2 = parts(Version::HTTP_2, "http://x.test:8443/v1", None);
+        let h2 = request(Version::HTTP_2, "http://x.test:8443/v1", None);
         assert_eq!(replacement(&h2, &own).unwrap(), "x.test:8443");
     }
 }
