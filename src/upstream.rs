@@ -82,8 +82,8 @@ impl Upstream {
     /// Forwards a request sent at `sent`, and returns the streaming response (its header
     /// map empty), its fields as the upstream sent them, and when its head arrived. The
     /// request is left as it went out: hop-by-hop fields removed, `Host` set where it had
-    /// none valid, HTTP/1.1, and its body taken once a connection was had. Failures (before the headers, and of the body after them) are counted
-    /// in `errors` by kind.
+    /// none valid, HTTP/1.1, and its body taken once a connection was had. Failures (before
+    /// the headers, and of the body after them) are counted in `errors` by kind.
     pub async fn forward(
         &self,
         req: &mut Request<Body>,

@@ -131,9 +131,9 @@ impl Conns {
     /// Sends `req` (its URI in origin form; its body is taken once a connection is had),
     /// with the fields of `set` in place of its own of the same names, and returns the
     /// response (its status and body, which reads the rest from the connection) and its
-    /// fields. `now` is the time of the call, read by the
-    /// caller; a response head that has not come by `due` fails the exchange
-    /// ([`Failure::TimedOut`]); a chunked body comes as its chunks came when `pass_chunks`.
+    /// fields. `now` is the time of the call, read by the caller; a response head that has
+    /// not come by `due` fails the exchange ([`Failure::TimedOut`]); a chunked body comes
+    /// as its chunks came when `pass_chunks`.
     pub(super) async fn send(
         self: &Arc<Self>,
         req: &mut Request<Body>,
