@@ -198,8 +198,8 @@ impl Gateway {
             Outcome::start(req.headers(), req.uri(), conn, seq),
         );
         let outcome = &mut recorder.outcome;
-        // The request stays here, lent down to the upstream connection that writes it: moved
-        // by value into each layer's future, it was copied once per layer.
+        // The request stays here and is lent down to the upstream connection that writes it
+        // (moved by value into each layer's future instead, it would be copied at each).
         let res = self.serve(&mut req, conn, outcome, &mut held).await;
         let upstream_fields = held.upstream_fields.take().filter(|_| res.is_ok());
         let res = res.unwrap_or_else(|e| {

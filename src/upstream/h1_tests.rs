@@ -206,12 +206,11 @@ impl Link {
     /// [`Link::send`] with a whole request.
     async fn send_request(
         self: Box<Self>,
-        req: Request<Body>,
+        mut req: Request<Body>,
         set: &[(HeaderName, HeaderValue)],
         pass_chunks: bool,
         due: Instant,
     ) -> Result<(Head, Framing, Conn), Failure> {
-        let mut req = req;
         self.send(&mut req, set, pass_chunks, due).await
     }
 }
