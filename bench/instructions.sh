@@ -23,7 +23,9 @@
 # Env: DURATION (s, 8), MODES (mmgate modes: shadow pass), BASELINES (haproxy; also
 #      nginx_nobuf), WORKLOADS (chat_2k chat_2k_sse), MMGATE and FAKE_VLLM (prebuilt
 #      binaries; otherwise built: mmgate with tools/pgo.sh unless PGO=0), NO_INSTALL=1,
-#      KEEP=1 (keep the work directory with the callgrind dumps).
+#      KEEP=1 (keep the work directory with the callgrind dumps), LOCKED=1 (also count the
+#      atomic instructions per request, with bench/locked.py: callgrind then records costs
+#      per instruction, and the run takes longer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-8} MODES=${MODES-shadow pass} BASELINES=${BASELINES-haproxy}
@@ -60,6 +62,7 @@ field() { # NAME < post.lua's RESULT line -> the value
 # Starts TARGET under callgrind (writing OUT), sets VG to its pid and waits until it proxies.
 start_hop() { # TARGET OUT
   local vg=(valgrind --tool=callgrind --callgrind-out-file="$2")
+  [ "${LOCKED:-0}" = 1 ] && vg+=(--dump-instr=yes)
   case $1 in
     haproxy)
       haproxy_config "$W/haproxy.cfg" "$PORT" "$UP"
@@ -114,7 +117,12 @@ for target in "${targets[@]}"; do
     per=$((total / n))
     log "$target $workload: $n requests, $per instructions per request"
     printf '| %s | %s | %d | %d |\n' "$target" "$workload" "$n" "$per" >>"$W/table"
-    [[ $target == mmgate_* ]] || continue
+    if [ "${LOCKED:-0}" = 1 ]; then
+      echo "$target $workload — atomic instructions:"
+      python3 bench/locked.py "$dump" "$n" 8
+    fi
+    # (callgrind_annotate's inclusive totals are not read from a per-instruction dump.)
+    [[ $target == mmgate_* ]] && [ "${LOCKED:-0}" != 1 ] || continue
     echo "$target $workload — largest parts of a request (inclusive instructions per request):"
     { callgrind_annotate --inclusive=yes --threshold=100 "$dump" 2>/dev/null || true; } \
       | { grep -E 'mmgate::(gateway|contract::judge|record::record|upstream::conns::Conns::send)|Conn<I,B,T>::poll_read_head' || true; } \
