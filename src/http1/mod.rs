@@ -113,6 +113,7 @@ pub async fn serve(
                 break;
             }
         };
+        let _answering = write::Answering::enter();
 
         // Hand the request to the gateway; its body is read from the connection.
         let version = head.request.version();

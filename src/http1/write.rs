@@ -7,6 +7,9 @@
 //! Framing (RFC 9112 §6): no body for `HEAD`, 1xx, 204 and 304; `Content-Length` when the
 //! body's length is known; else chunked to an HTTP/1.1 client, and to an HTTP/1.0 client the
 //! body runs to the connection's close.
+//!
+//! A write that ends a response, or that sends what has gathered before the body is waited
+//! for, first waits for the end of the thread's scheduler pass ([`end_of_pass`]).
 
 use std::cell::Cell;
 use std::future::poll_fn;
@@ -128,6 +131,7 @@ pub(super) async fn respond(
     drop((parts, upstream));
 
     if framing == Framing::None {
+        end_of_pass().await;
         out.flush(io).await.map_err(drop)?;
         return Ok(keep_alive);
     }
@@ -149,6 +153,7 @@ pub(super) async fn respond(
         .await;
         let frame = match next {
             None if out.len() > 0 => {
+                end_of_pass().await;
                 out.flush(io).await.map_err(drop)?;
                 continue;
             }
@@ -173,6 +178,7 @@ pub(super) async fn respond(
                     Framing::Length(n) if n != sent => keep_alive = false,
                     _ => {}
                 }
+                end_of_pass().await;
                 out.flush(io).await.map_err(drop)?;
                 return Ok(keep_alive);
             }
@@ -200,6 +206,44 @@ pub(super) async fn respond(
         } else {
             out.put_bytes(data);
         }
+    }
+}
+
+thread_local! {
+    /// Requests this thread is answering: from a whole head to the end of the response.
+    static ANSWERING: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Counts one request in [`ANSWERING`] while it lives (on the thread that serves it).
+pub(super) struct Answering(());
+
+impl Answering {
+    pub(super) fn enter() -> Self {
+        ANSWERING.with(|n| n.set(n.get() + 1));
+        Answering(())
+    }
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        ANSWERING.with(|n| n.set(n.get() - 1));
+    }
+}
+
+/// While this thread answers other requests too: returns once the other tasks it has ready
+/// have run, and the I/O that became ready meanwhile has been taken in (tokio's `yield_now`
+/// on a current-thread runtime).
+///
+/// So the connections served in one pass write their responses one after another at its
+/// end, instead of each as soon as it is done, between the others' work: the clients (and
+/// the upstream, whose next requests follow) are woken fewer times, with more to read each
+/// time, much as haproxy's and Envoy's event loops write at the end of a pass. Under load
+/// this saves the hop and its clients more than the pass costs (BENCHMARKS.md, item 58). A
+/// thread with one request to answer writes at once: there is nothing to gather, and the
+/// pass would cost one more poll of the I/O driver per response.
+async fn end_of_pass() {
+    if ANSWERING.with(Cell::get) > 1 {
+        tokio::task::yield_now().await;
     }
 }
 
@@ -299,5 +343,25 @@ mod tests {
         assert_eq!(&http_date(951_782_400), b"Tue, 29 Feb 2000 00:00:00 GMT");
         assert_eq!(&http_date(1_796_342_399), b"Thu, 03 Dec 2026 23:59:59 GMT");
         assert_eq!(&http_date(4_107_542_400), b"Mon, 01 Mar 2100 00:00:00 GMT");
+    }
+
+    #[test]
+    fn a_response_waits_for_the_pass_only_while_the_thread_answers_others() {
+        use futures_util::FutureExt;
+        let answering = || ANSWERING.with(Cell::get);
+        let first = Answering::enter();
+        assert_eq!(answering(), 1);
+        assert!(
+            end_of_pass().now_or_never().is_some(),
+            "alone: writes at once"
+        );
+        let second = Answering::enter();
+        assert!(
+            end_of_pass().now_or_never().is_none(),
+            "with another request: waits for the pass"
+        );
+        drop(second);
+        drop(first);
+        assert_eq!(answering(), 0);
     }
 }
