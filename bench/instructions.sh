@@ -121,8 +121,7 @@ for target in "${targets[@]}"; do
       echo "$target $workload — atomic instructions:"
       python3 bench/locked.py "$dump" "$n" 8
     fi
-    # (callgrind_annotate's inclusive totals are not read from a per-instruction dump.)
-    [[ $target == mmgate_* ]] && [ "${LOCKED:-0}" != 1 ] || continue
+    [[ $target == mmgate_* ]] || continue
     echo "$target $workload — largest parts of a request (inclusive instructions per request):"
     { callgrind_annotate --inclusive=yes --threshold=100 "$dump" 2>/dev/null || true; } \
       | { grep -E 'mmgate::(gateway|contract::judge|record::record|upstream::conns::Conns::send)|Conn<I,B,T>::poll_read_head' || true; } \

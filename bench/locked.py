@@ -7,8 +7,10 @@ DUMP must come from `valgrind --tool=callgrind --dump-instr=yes` (bench/instruct
 with LOCKED=1), so that its costs are per instruction address. Each object the dump names
 (the hop's binary and its shared libraries) is disassembled with `objdump -d`; every
 instruction with a `lock` prefix, and every `xchg` with a memory operand (locked without
-the prefix), is a locked one. Prints their executions per request, then the TOP (10)
-functions by locked instructions, with the instruction.
+the prefix), is a locked one. Read a dump while the binaries it names are still the ones
+it recorded: a rebuilt binary has other instructions at those addresses. Prints their
+executions per request, then the TOP (10) functions by locked instructions, with the
+instruction.
 
 On x86-64 a locked instruction is a full memory barrier and costs about 20 cycles even
 when its cache line is not shared: reference counts, task states, mutexes, metric
@@ -46,9 +48,14 @@ def executions(dump):
     counts, function_of = collections.Counter(), {}
     obj = fn = None
     address, after_call = 0, False
+    positions, ir = 1, 0  # position columns before the costs; the column of `Ir` among them
     with open(dump, errors="replace") as f:
         for line in f:
-            if line.startswith("ob="):
+            if line.startswith("positions:"):
+                positions = len(line.split()) - 1
+            elif line.startswith("events:"):
+                ir = line.split()[1:].index("Ir")
+            elif line.startswith("ob="):
                 obj = objects(line[3:].strip())
             elif line.startswith("cob="):
                 objects(line[4:].strip())
@@ -69,7 +76,9 @@ def executions(dump):
                 if after_call:
                     after_call = False
                     continue
-                counts[(obj, address)] += int(fields[-1])
+                # Trailing zero costs may be left out of a line.
+                costs = fields[positions:]
+                counts[(obj, address)] += int(costs[ir]) if ir < len(costs) else 0
                 function_of[(obj, address)] = fn
     return counts, function_of
 
