@@ -663,6 +663,11 @@ fn float_is_zero(text: &[u8]) -> bool {
     {
         return true;
     }
+    // Without an exponent, a non-zero digit within the first 320 bytes is above 1e-320, and
+    // so above half the smallest subnormal (about 2.5e-324): no underflow, no parse.
+    if mantissa_end == text.len() && text.len() <= 320 {
+        return false;
+    }
     // Only an underflow can still make it zero; Rust's parse is correctly rounded like Python's.
     std::str::from_utf8(text)
         .ok()
@@ -760,6 +765,13 @@ mod tests {
         ] {
             assert!(!kind(falsy).unwrap().truthy(), "{falsy}");
         }
+        // Underflow without an exponent: 400 zeros after the point, then a 1.
+        let tiny = format!("0.{}1", "0".repeat(400));
+        assert!(!kind(&tiny).unwrap().truthy());
+        // The smallest positive float written out in full is not zero.
+        let smallest = format!("{:.1074}", 4.9e-324_f64);
+        assert!(smallest.len() > 320 && smallest.ends_with('5'));
+        assert!(kind(&smallest).unwrap().truthy());
         for truthy in [
             "true",
             "1",
