@@ -20,6 +20,7 @@ use crate::contract::{judge, Head, UpstreamFacts, Verdict};
 use crate::decide::{decide_for, Action, ClientView, Mode};
 use crate::error::GateError;
 use crate::framing::AmbiguousFraming;
+use crate::http1::WholeBody;
 use crate::identify::{ClientId, Identifier, ANONYMOUS};
 use crate::inspect::Field;
 use crate::inventory::Inventory;
@@ -315,7 +316,8 @@ impl Gateway {
         };
         let limit = reachable.max(self.pools[client.pool].max_body_bytes);
         let body = std::mem::take(req.body_mut());
-        let bytes = self.read_body(req.headers(), body, limit).await?;
+        let whole = req.extensions_mut().remove::<WholeBody>();
+        let bytes = self.read_body(req.headers(), body, whole, limit).await?;
         outcome.body_bytes = Some(bytes.len());
         let head = Head::of(req.headers(), kind);
         let facts = self.facts.load();
@@ -439,18 +441,28 @@ impl Gateway {
         res
     }
 
-    /// Reads a gated body: refuse on `Content-Length` first, then read at most the limit.
+    /// Reads a gated body: refuse on `Content-Length` first, then read at most the limit; a
+    /// body mmgate's HTTP/1.1 server offers `whole` is read straight into one buffer.
     async fn read_body(
         &self,
         headers: &http::HeaderMap,
         body: Body,
+        whole: Option<WholeBody>,
         limit: usize,
     ) -> Result<Bytes, GateError> {
-        let declared = declared_length(headers);
+        let declared = whole
+            .as_ref()
+            .map(WholeBody::declared)
+            .or_else(|| declared_length(headers));
         if declared.is_some_and(|n| n > limit as u64) {
             return Err(GateError::BodyTooLarge { limit });
         }
-        let mut read = std::pin::pin!(collect_limited(body, limit, declared.unwrap_or(0) as usize));
+        let mut read = std::pin::pin!(async {
+            match whole {
+                Some(whole) => (whole.read().await).map_err(|e| GateError::BodyRead(e.to_string())),
+                None => collect_limited(body, limit, declared.unwrap_or(0) as usize).await,
+            }
+        });
         // A small body usually came with the head: then no timer is armed for it.
         if let Some(done) = read.as_mut().now_or_never() {
             return done;

@@ -273,3 +273,80 @@ async fn a_100_continue_waits_behind_a_pipelined_answer_the_client_has_not_read(
     assert_eq!(fake.received().len(), 2);
     assert_eq!(fake.received()[1].body, bytes::Bytes::from(CLEAN));
 }
+
+/// A chat body of about `len` bytes whose `mm_processor_kwargs` (when `kwargs`) comes last,
+/// after a long prose message: only a body read to its end shows it.
+fn large_chat(len: usize, kwargs: bool) -> String {
+    let tail = if kwargs {
+        r#"],"mm_processor_kwargs":{"num_crops":4}}"#
+    } else {
+        "]}"
+    };
+    let open = r#"{"model":"tiny","messages":[{"role":"user","content":""#;
+    let prose = "a picture of a river ".repeat(len / 21);
+    format!(r#"{open}{prose}"}}{tail}"#)
+}
+
+#[tokio::test]
+async fn a_large_body_is_read_whole_and_a_request_pipelined_behind_it_is_answered() {
+    // Bodies longer than one read are read by the gateway straight into one buffer of their
+    // declared length: never past their end, whatever arrived with them.
+    let fake = FakeVllm::start().await;
+    let gw = gateway("[gate]\ndefault = \"reject\"\n", &fake).await;
+    let mut c = Conn::open(gw.addr).await;
+    let offending = large_chat(300_000, true);
+    let clean = large_chat(200_000, false);
+    assert!(offending.len() > 256 << 10 && clean.len() > 128 << 10);
+    // The first body in pieces, the second request whole right behind its last piece.
+    let first = post("1.1", "", &offending);
+    let (a, b) = first.as_bytes().split_at(first.len() / 3);
+    c.write(a).await;
+    c.write(b).await;
+    c.write(post("1.1", "", &clean).as_bytes()).await;
+    let refused = c.response().await.unwrap();
+    assert_eq!(refused.status, 400, "{}", refused.head);
+    assert!(
+        refused.text().contains("mm_processor_kwargs"),
+        "{}",
+        refused.text()
+    );
+    let passed = c.response().await.unwrap();
+    assert_eq!(passed.status, 200, "{}", passed.head);
+    let received = fake.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].body, bytes::Bytes::from(clean));
+}
+
+#[tokio::test]
+async fn a_large_body_read_whole_waits_for_100_continue_and_is_forwarded_unchanged() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway("[gate]\ndefault = \"shadow\"\n", &fake).await;
+    let mut c = Conn::open(gw.addr).await;
+    let body = large_chat(150_000, true);
+    let h = head(
+        CHAT,
+        &format!("Expect: 100-continue\r\nContent-Length: {}\r\n", body.len()),
+    );
+    c.write(h.as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 100);
+    c.write(body.as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 200);
+    assert_eq!(fake.received()[0].body, bytes::Bytes::from(body));
+}
+
+#[tokio::test]
+async fn a_large_body_cut_short_by_the_client_is_not_forwarded() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway("[gate]\ndefault = \"shadow\"\n", &fake).await;
+    let mut c = Conn::open(gw.addr).await;
+    let body = large_chat(150_000, false);
+    let request = post("1.1", "", &body);
+    c.write(&request.as_bytes()[..request.len() - 1000]).await;
+    tokio::io::AsyncWriteExt::shutdown(&mut c.stream)
+        .await
+        .unwrap();
+    // The gateway answers what it can (or closes); the upstream never sees the request.
+    let _ = c.response().await;
+    assert!(c.closed_within(VERDICT).await);
+    assert!(fake.received().is_empty());
+}

@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use http_body::{Frame, SizeHint};
 use tokio::net::tcp::OwnedReadHalf;
 
@@ -158,6 +158,63 @@ impl Reading {
     pub(super) fn body_done(&self) -> bool {
         matches!(self.body, Remaining::Done)
     }
+
+    /// Whether the body must wait for the connection loop to send `100 Continue` (asked
+    /// for here the first time).
+    fn awaits_continue(&mut self, cx: &mut Context<'_>) -> bool {
+        match self.expect {
+            Continue::No => false,
+            Continue::Expected => {
+                // The connection loop sends `100 Continue`, then polls again.
+                self.expect = Continue::Wanted;
+                cx.waker().wake_by_ref();
+                true
+            }
+            Continue::Wanted => true,
+        }
+    }
+
+    /// Reads the rest of a `Content-Length` body into `out`: what is buffered, then straight
+    /// from the socket into `out`, never past the body's end (a pipelined request behind it
+    /// stays on the connection).
+    fn poll_whole(
+        &mut self,
+        cx: &mut Context<'_>,
+        out: &mut BytesMut,
+    ) -> Poll<Result<(), BodyError>> {
+        loop {
+            let left = match self.body {
+                Remaining::Length(left) => usize::try_from(left).unwrap_or(usize::MAX),
+                Remaining::Done => return Poll::Ready(Ok(())),
+                Remaining::Chunked(_) | Remaining::Broken => {
+                    return Poll::Ready(Err(BodyError::Closed))
+                }
+            };
+            let n = if self.buf.is_empty() {
+                if self.awaits_continue(cx) {
+                    return Poll::Pending;
+                }
+                let mut room = (&mut *out).limit(left);
+                match tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut room) {
+                    Poll::Ready(Ok(n)) if n > 0 => n,
+                    Poll::Ready(_) => {
+                        self.eof = true;
+                        self.body = Remaining::Broken;
+                        return Poll::Ready(Err(BodyError::Closed));
+                    }
+                    Poll::Pending => return Poll::Pending,
+                }
+            } else {
+                let n = self.buf.len().min(left);
+                out.extend_from_slice(&self.buf.split_to(n));
+                n
+            };
+            self.body = match left - n {
+                0 => Remaining::Done,
+                rest => Remaining::Length(rest as u64),
+            };
+        }
+    }
 }
 
 /// Why a request body could not be read.
@@ -169,6 +226,53 @@ pub enum BodyError {
     /// Bad chunked framing.
     #[error("invalid chunked body: {0}")]
     Chunked(&'static str),
+}
+
+/// A `Content-Length` request body larger than one read, to be read whole: attached to its
+/// request (an extension) by the server, so that the gateway, which inspects a gated body
+/// in one buffer, reads it straight into a buffer of its declared length instead of
+/// collecting the body's frames and copying them together.
+#[derive(Clone)]
+pub struct WholeBody {
+    shared: Arc<Shared>,
+    /// The request's number on the connection.
+    request: u64,
+    /// The declared length.
+    len: u64,
+}
+
+impl WholeBody {
+    /// Bodies longer than this are offered whole; shorter ones take one or two frames.
+    pub(super) const MIN: u64 = BODY_READ as u64;
+
+    pub(super) fn new(shared: Arc<Shared>, request: u64, len: u64) -> Self {
+        WholeBody {
+            shared,
+            request,
+            len,
+        }
+    }
+
+    /// The declared length.
+    pub fn declared(&self) -> u64 {
+        self.len
+    }
+
+    /// Reads the body into one buffer. The request's own body reads the same bytes: it must
+    /// not have been polled.
+    pub async fn read(&self) -> Result<Bytes, BodyError> {
+        let len = usize::try_from(self.len).map_err(|_| BodyError::Closed)?;
+        let mut out = BytesMut::with_capacity(len);
+        std::future::poll_fn(|cx| {
+            let mut r = self.shared.lock();
+            if r.request != self.request {
+                return Poll::Ready(Err(BodyError::Closed));
+            }
+            r.poll_whole(cx, &mut out)
+        })
+        .await?;
+        Ok(out.freeze())
+    }
 }
 
 /// The body of the request being served, read from the connection as it is polled.
@@ -268,13 +372,7 @@ fn poll_body(
                 }
             },
         };
-        if r.expect == Continue::Expected {
-            // The connection loop sends `100 Continue`, then polls again.
-            r.expect = Continue::Wanted;
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
-        }
-        if r.expect == Continue::Wanted {
+        if r.awaits_continue(cx) {
             return Poll::Pending;
         }
         match r.poll_fill(cx, want) {
@@ -285,5 +383,50 @@ fn poll_body(
             }
             Poll::Pending => return Poll::Pending,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_whole_body_takes_the_buffered_part_then_reads_exactly_to_its_end() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (read, _write) = server.into_split();
+        let shared = Shared::new(read);
+        let body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        {
+            let mut r = shared.lock();
+            // The head's read brought the body's first bytes along.
+            r.buf.extend_from_slice(&body[..1000]);
+            r.body = Remaining::Length(body.len() as u64);
+            r.request = 1;
+        }
+        let next = b"POST /next HTTP/1.1\r\n";
+        let sent = [&body[1000..], &next[..]].concat();
+        let writer = tokio::spawn(async move {
+            client.write_all(&sent).await.unwrap();
+            client
+        });
+        let whole = WholeBody::new(shared.clone(), 1, body.len() as u64);
+        let read = whole.read().await.unwrap();
+        assert_eq!(read.len(), body.len());
+        assert!(read == body[..]);
+        let _client = writer.await.unwrap();
+        assert!(shared.lock().body_done());
+        // What follows the body is still the connection's.
+        while shared.lock().buf.len() < next.len() {
+            let read = std::future::poll_fn(|cx| shared.lock().poll_fill(cx, 64)).await;
+            assert!(read, "the connection ended before the next request");
+        }
+        assert_eq!(&shared.lock().buf[..], next);
     }
 }

@@ -38,7 +38,7 @@ use body::{Continue, Remaining, RequestBody, Shared};
 use head::{Fields, Framing};
 use write::Asked;
 
-pub use body::BodyError;
+pub use body::{BodyError, WholeBody};
 
 /// How long a closing connection goes on reading (and discarding) what the client still
 /// sends, so that the response before it is not lost to a reset.
@@ -105,7 +105,7 @@ pub async fn serve(
             Poll::Pending
         })
         .await;
-        let head = match head {
+        let mut head = match head {
             Ok(Some(head)) => head,
             Ok(None) => break,
             Err(status) => {
@@ -131,6 +131,12 @@ pub async fn serve(
                 Framing::Chunked => Remaining::Chunked(Default::default()),
             };
             r.request += 1;
+            if let Framing::Length(n) = head.framing {
+                if n > WholeBody::MIN {
+                    let whole = WholeBody::new(shared.clone(), r.request, n);
+                    head.request.extensions_mut().insert(whole);
+                }
+            }
             match head.framing {
                 Framing::Empty => Body::empty(),
                 _ => Body::new(RequestBody::new(shared.clone(), r.request)),
