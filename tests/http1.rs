@@ -223,15 +223,24 @@ async fn expect_100_continue_on_a_streamed_route_sends_continue_then_forwards_th
     let (fake, gw) = start().await;
     let mut c = Conn::open(gw.addr).await;
     let body = r#"{"file":"abc"}"#;
+    assert_eq!(
+        continued(&mut c, "/v1/audio/transcriptions", body).await,
+        200
+    );
+    assert_eq!(fake.received()[0].body, bytes::Bytes::from(body));
+}
+
+/// Sends a head with `Expect: 100-continue`, checks that `100 Continue` comes, sends the
+/// body, and returns the final answer's status.
+async fn continued(c: &mut Conn, path: &str, body: &str) -> u16 {
     let h = head(
-        "/v1/audio/transcriptions",
+        path,
         &format!("Expect: 100-continue\r\nContent-Length: {}\r\n", body.len()),
     );
     c.write(h.as_bytes()).await;
     assert_eq!(c.response().await.unwrap().status, 100);
     c.write(body.as_bytes()).await;
-    assert_eq!(c.response().await.unwrap().status, 200);
-    assert_eq!(fake.received()[0].body, bytes::Bytes::from(body));
+    c.response().await.unwrap().status
 }
 
 #[tokio::test]
@@ -274,6 +283,13 @@ async fn a_100_continue_waits_behind_a_pipelined_answer_the_client_has_not_read(
     assert_eq!(fake.received()[1].body, bytes::Bytes::from(CLEAN));
 }
 
+/// The fake upstream, and a gateway in front of it in `mode` with the default body limit.
+async fn start_in(mode: &str) -> (FakeVllm, mmgate::server::Running) {
+    let fake = FakeVllm::start().await;
+    let gw = gateway(&format!("[gate]\ndefault = \"{mode}\"\n"), &fake).await;
+    (fake, gw)
+}
+
 /// A chat body of about `len` bytes whose `mm_processor_kwargs` (when `kwargs`) comes last,
 /// after a long prose message: only a body read to its end shows it.
 fn large_chat(len: usize, kwargs: bool) -> String {
@@ -291,8 +307,7 @@ fn large_chat(len: usize, kwargs: bool) -> String {
 async fn a_large_body_is_read_whole_and_a_request_pipelined_behind_it_is_answered() {
     // Bodies longer than one read are read by the gateway straight into one buffer of their
     // declared length: never past their end, whatever arrived with them.
-    let fake = FakeVllm::start().await;
-    let gw = gateway("[gate]\ndefault = \"reject\"\n", &fake).await;
+    let (fake, gw) = start_in("reject").await;
     let mut c = Conn::open(gw.addr).await;
     let offending = large_chat(300_000, true);
     let clean = large_chat(200_000, false);
@@ -319,25 +334,16 @@ async fn a_large_body_is_read_whole_and_a_request_pipelined_behind_it_is_answere
 
 #[tokio::test]
 async fn a_large_body_read_whole_waits_for_100_continue_and_is_forwarded_unchanged() {
-    let fake = FakeVllm::start().await;
-    let gw = gateway("[gate]\ndefault = \"shadow\"\n", &fake).await;
+    let (fake, gw) = start_in("shadow").await;
     let mut c = Conn::open(gw.addr).await;
     let body = large_chat(150_000, true);
-    let h = head(
-        CHAT,
-        &format!("Expect: 100-continue\r\nContent-Length: {}\r\n", body.len()),
-    );
-    c.write(h.as_bytes()).await;
-    assert_eq!(c.response().await.unwrap().status, 100);
-    c.write(body.as_bytes()).await;
-    assert_eq!(c.response().await.unwrap().status, 200);
+    assert_eq!(continued(&mut c, CHAT, &body).await, 200);
     assert_eq!(fake.received()[0].body, bytes::Bytes::from(body));
 }
 
 #[tokio::test]
 async fn a_large_body_cut_short_by_the_client_is_not_forwarded() {
-    let fake = FakeVllm::start().await;
-    let gw = gateway("[gate]\ndefault = \"shadow\"\n", &fake).await;
+    let (fake, gw) = start_in("shadow").await;
     let mut c = Conn::open(gw.addr).await;
     let body = large_chat(150_000, false);
     let request = post("1.1", "", &body);
