@@ -459,7 +459,10 @@ impl Gateway {
         }
         let mut read = std::pin::pin!(async {
             match whole {
-                Some(whole) => (whole.read().await).map_err(|e| GateError::BodyRead(e.to_string())),
+                Some(whole) => whole
+                    .read()
+                    .await
+                    .map_err(|e| GateError::BodyRead(e.to_string())),
                 None => collect_limited(body, limit, declared.unwrap_or(0) as usize).await,
             }
         });

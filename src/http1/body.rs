@@ -233,7 +233,7 @@ pub enum BodyError {
 /// in one buffer, reads it straight into a buffer of its declared length instead of
 /// collecting the body's frames and copying them together.
 #[derive(Clone)]
-pub struct WholeBody {
+pub(crate) struct WholeBody {
     shared: Arc<Shared>,
     /// The request's number on the connection.
     request: u64,
@@ -254,13 +254,13 @@ impl WholeBody {
     }
 
     /// The declared length.
-    pub fn declared(&self) -> u64 {
+    pub(crate) fn declared(&self) -> u64 {
         self.len
     }
 
     /// Reads the body into one buffer. The request's own body reads the same bytes: it must
     /// not have been polled.
-    pub async fn read(&self) -> Result<Bytes, BodyError> {
+    pub(crate) async fn read(&self) -> Result<Bytes, BodyError> {
         let len = usize::try_from(self.len).map_err(|_| BodyError::Closed)?;
         let mut out = BytesMut::with_capacity(len);
         std::future::poll_fn(|cx| {

@@ -38,7 +38,8 @@ use body::{Continue, Remaining, RequestBody, Shared};
 use head::{Fields, Framing};
 use write::Asked;
 
-pub use body::{BodyError, WholeBody};
+pub use body::BodyError;
+pub(crate) use body::WholeBody;
 
 /// How long a closing connection goes on reading (and discarding) what the client still
 /// sends, so that the response before it is not lost to a reset.
