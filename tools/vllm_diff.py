@@ -4,6 +4,8 @@ through an mmgate gateway, reporting every answer that differs.
 
     python3 tools/vllm_diff.py DIRECT_PORT GATEWAY_PORT SEED COUNT [--pool|--serve]
     python3 tools/vllm_diff.py DIRECT_PORT GATEWAY_PORT grid [--pool|--serve]
+    ... [--pad N]: N spaces after each body's first `{` (before it is encoded), so that
+    bodies are large (over 64 KiB, mmgate reads them straight into one buffer)
 
 DIRECT_PORT is an untrusted vLLM server (../shared/oracle/run.sh; `--pool`: a pooling
 server, `--runner pooling --convert embed`; `--serve`: a generating `--mode serve` server,
@@ -62,6 +64,10 @@ if "--pool" in sys.argv:
 elif "--serve" in sys.argv:
     BASES = SERVE_BASES
 DP, GP = int(sys.argv[1]), int(sys.argv[2])
+PAD = int(sys.argv[sys.argv.index("--pad") + 1]) if "--pad" in sys.argv else 0
+def pad(text):
+    """The text with PAD spaces after its first `{`: whitespace JSON allows there."""
+    return text.replace("{", "{" + " " * PAD, 1) if PAD else text
 VALUES = ['null','false','true','0','0.0','-0','-0.0','-0.0e-5','1e-400','2e-324','3e-324',
  '2.4703282292062328e-324','2.4703282292062327e-324','1e400','-1e400','NaN','Infinity','-Infinity',
  '""','" "','"\\u0000"','"0"','[]','[[]]','[0]','{}','{"a":null}','{"a":1}','{"image":{}}',
@@ -129,7 +135,7 @@ def body(rng):
     elif e < 0.15: enc = "utf-32-le"
     elif e < 0.17: enc = "utf-32"
     elif e < 0.18: enc = "utf-32-be"
-    b = text.encode(enc, "surrogatepass")
+    b = pad(text).encode(enc, "surrogatepass")
     if rng.random() < 0.02 and enc == "utf-8":
         b = b.replace(b"Hello", b"Hel\xff\xfelo", 1)
     return path, b, enc + (" " + note if note else "")
@@ -168,7 +174,7 @@ def grid():
             for b, st in BACKGROUND:
                 rows.append((path, base + ([("background", b)] if b else []) + ([("store", st)] if st else [])))
     kwargs = ("mm_processor_kwargs", '{"a":1}')
-    return [(p, ("{" + ",".join(json.dumps(k) + ":" + v for k, v in m + [kwargs]) + "}").encode(), "grid")
+    return [(p, pad("{" + ",".join(json.dumps(k) + ":" + v for k, v in m + [kwargs]) + "}").encode(), "grid")
             for p, m in rows]
 def main():
     if sys.argv[3] == "grid":

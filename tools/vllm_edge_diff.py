@@ -3,7 +3,10 @@
 real vLLM 0.31 server and through an mmgate `reject` gateway in front of it, comparing the
 status and the body byte for byte.
 
-    python3 tools/vllm_edge_diff.py DIRECT_PORT GATEWAY_PORT render|pool|serve [COUNT [SEED]]
+    python3 tools/vllm_edge_diff.py DIRECT_PORT GATEWAY_PORT render|pool|serve [COUNT [SEED]] [--pad N]
+
+`--pad N` puts N spaces after a body's first `{` (before any re-encoding), so that bodies are
+large (over 64 KiB, mmgate reads them straight into one buffer).
 
 Bodies: the recorded conformance requests (objects under 3 KB) with one to three random
 edits (a byte deleted or inserted, a cut, an escape or delimiter inserted, trailing data),
@@ -14,6 +17,9 @@ ids and text differ by nature); an answer in mmgate's own words ("mmgate: ...", 
 cannot know vLLM's) is counted apart. Standard library only; deterministic for a seed.
 """
 import http.client, json, os, random, sys, base64
+PAD = 0
+if '--pad' in sys.argv:
+    i = sys.argv.index('--pad'); PAD = int(sys.argv[i + 1]); del sys.argv[i:i + 2]
 direct, gw, family = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 n = int(sys.argv[4]) if len(sys.argv) > 4 else 600
 seed = int(sys.argv[5]) if len(sys.argv) > 5 else 1
@@ -60,6 +66,9 @@ for k in range(n):
         body = rnd.choice(tops)
     else:
         body = mutate(rnd.choice(seeds))
+    if PAD and b'{' in body:
+        i = body.index(b'{') + 1
+        body = body[:i] + b' ' * PAD + body[i:]
     if rnd.random() < 0.1:
         try:
             body = body.decode('utf-8').encode(rnd.choice(['utf-16', 'utf-16-le', 'utf-32-be']))
