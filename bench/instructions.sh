@@ -25,7 +25,10 @@
 #      binaries; otherwise built: mmgate with tools/pgo.sh unless PGO=0), NO_INSTALL=1,
 #      KEEP=1 (keep the work directory with the callgrind dumps), LOCKED=1 (also count the
 #      atomic instructions per request, with bench/locked.py: callgrind then records costs
-#      per instruction, and the run takes longer).
+#      per instruction, and the run takes longer), BRANCHES=1 (also simulate branch
+#      prediction, `--branch-sim=yes`, and print the conditional and indirect branches
+#      mispredicted per request: callgrind's predictors are simpler than a real CPU's, so
+#      compare builds and hops with each other, not with hardware counts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-8} MODES=${MODES-shadow pass} BASELINES=${BASELINES-haproxy}
@@ -63,6 +66,7 @@ field() { # NAME < post.lua's RESULT line -> the value
 start_hop() { # TARGET OUT
   local vg=(valgrind --tool=callgrind --callgrind-out-file="$2")
   [ "${LOCKED:-0}" = 1 ] && vg+=(--dump-instr=yes)
+  [ "${BRANCHES:-0}" = 1 ] && vg+=(--branch-sim=yes)
   case $1 in
     haproxy)
       haproxy_config "$W/haproxy.cfg" "$PORT" "$UP"
@@ -113,9 +117,13 @@ for target in "${targets[@]}"; do
     # The dump callgrind_control asked for (of the thread or process that served).
     dump=$(ls -t "$out".* 2>/dev/null | head -1 || true)
     [ -s "$dump" ] || { echo "no callgrind dump; see $W/valgrind.err, $W/control.log" >&2; trap - EXIT; exit 1; }
-    total=$(sed -n 's/^summary: //p' "$dump")
+    # With --branch-sim the summary is `Ir Bc Bcm Bi Bim`.
+    read -r total _ bcm _ bim _ < <(sed -n 's/^summary: //p' "$dump")
     per=$((total / n))
     log "$target $workload: $n requests, $per instructions per request"
+    if [ "${BRANCHES:-0}" = 1 ]; then
+      echo "$target $workload — mispredicted per request: $((bcm / n)) conditional, $((bim / n)) indirect"
+    fi
     printf '| %s | %s | %d | %d |\n' "$target" "$workload" "$n" "$per" >>"$W/table"
     if [ "${LOCKED:-0}" = 1 ]; then
       echo "$target $workload — atomic instructions:"
