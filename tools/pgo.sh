@@ -37,8 +37,9 @@ out=$PWD/target/pgo
 # four cases on): a byte dispatch such as the JSON scan's then goes through the branch
 # predictor's history instead of one indirect jump per value, which predicts poorly when
 # the values vary. In callgrind's simulation, mispredicted indirect branches per 2 KB
-# shadow request fall from 76 to 32 and the instructions by 0.7%; in A/B runs the SSE
-# hop fell by 2-4% (BENCHMARKS.md, item 62). Both builds of a PGO pair need the same flags.
+# shadow request fall from 76 to 34 and the instructions by 0.6%; under load the hop's CPU
+# moved by less than the spread between runs (BENCHMARKS.md, item 62). Both builds of a
+# PGO pair need the same flags.
 codegen="-Cllvm-args=-min-jump-table-entries=1000"
 rm -rf "$out/profiles" "$out/mmgate.profdata"
 mkdir -p "$out/profiles"
