@@ -6,13 +6,14 @@ and (for anything but a 200) the body byte for byte.
     python3 tools/vllm_large_diff.py DIRECT_PORT GATEWAY_PORT [SIZE]
 
 Bodies: completions bodies made SIZE bytes larger (200,000 by default) by whitespace or by
-a long prompt, offending or not (duplicates, escaped names, `media_io_kwargs`, unclosed),
-sent as they are, gzip- or deflate-coded, with a BOM, as UTF-16 or UTF-32; with a length
-in one write or in pieces, chunked, and after `Expect: 100-continue`. A body longer than
-one read (64 KiB) with a length is read by mmgate straight into one buffer: this checks
-that path against vLLM. Raw sockets, standard library only.
+a long prompt (repeated or random letters, so that a coded body stays large on the wire
+too), offending or not (duplicates, escaped names, `media_io_kwargs`, unclosed), sent as
+they are, gzip- or deflate-coded, with a BOM, as UTF-16 or UTF-32; with a length in one
+write or in pieces, chunked, and after `Expect: 100-continue`. A body longer than one read
+(64 KiB) with a length is read by mmgate straight into one buffer: this checks that path
+against vLLM. Raw sockets, standard library only; deterministic.
 """
-import gzip, itertools, socket, sys, zlib
+import gzip, itertools, random, socket, string, sys, zlib
 def raw(port, path, body, headers, chunked=False, expect=False, pieces=1):
     """One request on its own connection; the (status, body) answered."""
     s = socket.create_connection(("127.0.0.1", port)); s.settimeout(60)
@@ -71,14 +72,17 @@ docs = {
  "bad": '{"model":"tiny",%s"prompt":"Hello","mm_processor_kwargs":{"a":1}',
  "longstr": '{"model":"tiny","prompt":"%s","mm_processor_kwargs":{"a":1}}',
  "longstr_clean": '{"model":"tiny","prompt":"%s"}',
+ "noise": '{"model":"tiny","prompt":"%s","mm_processor_kwargs":{"a":1}}',
+ "noise_clean": '{"model":"tiny","prompt":"%s","mm_processor_kwargs":null}',
 }
+noise = "".join(random.Random(1).choices(string.ascii_letters, k=pad))
 encs = ["identity", "gzip", "deflate", "utf-8-sig", "utf-16", "utf-32-le"]
 paths = ["/v1/completions/render", "/tokenize"]
 D, G = int(sys.argv[1]), int(sys.argv[2])
 bad = n = 0
 for (name, tmpl), enc, path, (chunked, expect, pieces) in itertools.product(docs.items(), encs, paths,
         [(False, False, 1), (False, False, 7), (True, False, 5), (False, True, 3), (True, True, 2)]):
-    filler = ("x" * pad) if "longstr" in name else (" " * pad)
+    filler = "x" * pad if "longstr" in name else noise if "noise" in name else " " * pad
     text = tmpl % filler
     headers = [("Content-Type", "application/json")]
     if enc in ("utf-8-sig", "utf-16", "utf-32-le"): body = text.encode(enc)
