@@ -14,8 +14,9 @@
 # Same source, same release profile (fat LTO, one codegen unit); what changes is where LLVM
 # inlines and how it lays out branches, and that switches are not made into jump tables
 # (below). bench/instructions.sh counts about a fifth fewer instructions per proxied
-# request (BENCHMARKS.md). Loopback only; about 6 minutes on 2 cores. bench/run.sh, bench/instructions.sh and bench/syscalls.sh build with it unless
-# PGO=0 (bench/load.sh measures memory and keeps the plain release build).
+# request (BENCHMARKS.md). Loopback only; about 6 minutes on 2 cores. bench/run.sh,
+# bench/instructions.sh and bench/syscalls.sh build with it unless PGO=0 (bench/load.sh
+# measures memory and keeps the plain release build).
 #
 # Env: PGO_ROUNDS (repetitions of the training mix, 2).
 set -euo pipefail
