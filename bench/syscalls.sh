@@ -11,7 +11,11 @@
 #   1. with `perf stat -e 'syscalls:sys_enter_*'` attached to the hop: system calls of each
 #      kind per completed request (tracing slows the hop, so its CPU is not taken from here);
 #   2. untraced: voluntary and involuntary context switches of all the hop's threads
-#      (/proc/PID/task/*/status) and its user and kernel CPU (/proc/PID/stat) per request.
+#      (/proc/PID/task/*/status), its user and kernel CPU (/proc/PID/stat), and the TCP
+#      segments carrying data on all the loop's legs (wrk, hop, upstream; `nstat`'s
+#      TcpExtTCPOrigDataSent, machine-wide), per request. An answer the hop writes in two
+#      pieces shows there, not in run 1: tracing slows the hop enough to change how much
+#      of a streamed answer has come when it writes.
 # Needs `perf` with tracepoint access (root, or kernel.perf_event_paranoid ≤ 1) and the
 # tools of bench/run.sh.
 #
@@ -26,6 +30,7 @@ log() { printf '[syscalls.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 PATH=$PATH:/usr/sbin:/sbin
 source bench/common.sh
 install_missing wrk haproxy curl
+command -v nstat >/dev/null || { echo "nstat is required (Debian: apt-get install iproute2)" >&2; exit 2; }
 command -v perf >/dev/null || { echo "perf is required (Debian: apt-get install linux-perf)" >&2; exit 2; }
 perf stat -e raw_syscalls:sys_enter -o /dev/null -- true 2>/dev/null \
   || { echo "perf cannot read tracepoints here (try as root)" >&2; exit 2; }
@@ -52,8 +57,12 @@ drive() { # URL BODY SECONDS
   wrk -t2 -c32 -d"$3"s --timeout 10s -s bench/post.lua "$1" -- "$2" 2>&1
 }
 
+# Data segments sent on loopback since the last call (nstat keeps its history in $W).
+export NSTAT_HISTORY=$W/nstat.history
+segments() { nstat -z TcpExtTCPOrigDataSent | awk '$1 == "TcpExtTCPOrigDataSent" { print $2 }'; }
+
 TICK=$(getconf CLK_TCK)
-printf '| workload | hop | system calls / request | of which | voluntary switches / request | involuntary switches / request | user µs / request | kernel µs / request |\n|---|---|---:|---|---:|---:|---:|---:|\n' >"$W/table"
+printf '| workload | hop | system calls / request | of which | voluntary switches / request | involuntary switches / request | user µs / request | kernel µs / request | data segments / request (all legs) |\n|---|---|---:|---|---:|---:|---:|---:|---:|\n' >"$W/table"
 for workload in $WORKLOADS; do
   for hop in haproxy "mmgate_$MODE"; do
     case $hop in
@@ -71,14 +80,16 @@ for workload in $WORKLOADS; do
     calls=$(awk -F, -v n="$n" '$1 + 0 > 0 { t += $1 } END { printf "%.2f", t / n }' "$W/perf.txt")
     kinds=$(awk -F, -v n="$n" '$1 + 0 >= 0.05 * n { sub("syscalls:sys_enter_", "", $3); printf "%.2f %s\n", $1 / n, $3 }' \
       "$W/perf.txt" | sort -rn | awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $2, $1 }')
+    segments >/dev/null
     read -r v0 n0 u0 s0 < <(counters "$pid")
     plain=$(drive "$url" "$body" "$DURATION")
     read -r v1 n1 u1 s1 < <(counters "$pid")
+    segs=$(segments)
     m=$(requests <<<"$plain")
     [ -n "$m" ] && [ "$m" -gt 0 ] || { echo "$hop $workload: wrk failed: $plain" >&2; exit 1; }
     row=$(awk -v m="$m" -v t="$TICK" -v dv=$((v1 - v0)) -v dn=$((n1 - n0)) \
-      -v du=$((u1 - u0)) -v ds=$((s1 - s0)) \
-      'BEGIN { printf "%.3f | %.3f | %.1f | %.1f", dv / m, dn / m, du * 1e6 / t / m, ds * 1e6 / t / m }')
+      -v du=$((u1 - u0)) -v ds=$((s1 - s0)) -v sg="$segs" \
+      'BEGIN { printf "%.3f | %.3f | %.1f | %.1f | %.2f", dv / m, dn / m, du * 1e6 / t / m, ds * 1e6 / t / m, sg / m }')
     log "$workload $hop: $calls system calls per request"
     printf '| %s | %s | %s | %s | %s |\n' "$workload" "$hop" "$calls" "$kinds" "$row" >>"$W/table"
   done
