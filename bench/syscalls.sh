@@ -16,8 +16,8 @@
 #      TcpExtTCPOrigDataSent, machine-wide), per request. An answer the hop writes in two
 #      pieces shows there, not in run 1: tracing slows the hop enough to change how much
 #      of a streamed answer has come when it writes.
-# Needs `perf` with tracepoint access (root, or kernel.perf_event_paranoid ≤ 1) and the
-# tools of bench/run.sh.
+# Needs `perf` with tracepoint access (root, or kernel.perf_event_paranoid ≤ 1), `nstat`
+# (iproute2) and the tools of bench/run.sh.
 #
 # Env: DURATION (s, 4), MODE (shadow), WORKLOADS (chat_2k), MMGATE and FAKE_VLLM (prebuilt
 #      binaries; otherwise built), NO_INSTALL=1 (never apt-get).
