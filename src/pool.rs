@@ -37,7 +37,7 @@ impl Drop for MemberGuard {
 pub struct Pool {
     /// Its index in the policy.
     pub id: PoolId,
-    /// Its name (a metrics label; [`interned`], so each request's record refers to it
+    /// Its name (a metrics label; `interned`, so each request's record refers to it
     /// without a copy or a shared reference count).
     pub name: &'static str,
     /// Members run `--trust-request-mm-kwargs`.
