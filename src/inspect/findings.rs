@@ -6,7 +6,8 @@ use std::ops::Range;
 use super::coerce;
 use super::decode::{self, Encoding};
 use super::scan::{Kind, KindSet, SyntaxError};
-use super::shapes::{self, ChatForm, Key, Object, Tagged};
+use super::shapes::{self, ChatForm};
+use super::tagged::{Key, Object, Tagged};
 use super::values::KwargValue;
 
 /// Python's default recursion limit (1000) less the frames vLLM's request path already uses:

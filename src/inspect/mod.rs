@@ -14,6 +14,7 @@ mod plain;
 pub mod python;
 pub mod scan;
 mod shapes;
+mod tagged;
 mod unicode;
 pub mod values;
 
@@ -24,7 +25,8 @@ pub use findings::{
 };
 pub use scan::{Kind, KindSet};
 use scan::{Scanner, StrSpan, SyntaxError};
-pub use shapes::{ChatForm, Key, Name, Object, TagValue, Tagged, CONTENTS};
+pub use shapes::{ChatForm, CONTENTS};
+pub use tagged::{Key, Name, Object, TagValue, Tagged};
 pub use values::KwargValue;
 
 /// Inspects a body: decodes, validates and extracts the findings.

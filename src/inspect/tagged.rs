@@ -1,0 +1,197 @@
+//! Objects read as tagged types (unions told apart by their `type`): each object's keys,
+//! decoded into short inline names, with their values' kinds, in one list per member, so
+//! that reading them allocates nothing per key or object. Filled by the walks in
+//! `shapes.rs`; read by the request types in [`crate::contract`].
+
+use std::ops::Range;
+
+use super::coerce;
+use super::key_bytes;
+use super::scan::{Kind, KindSet, Scanner, SyntaxError};
+
+/// An object read as a tagged type: where its keys are in its member's list of keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object {
+    keys: Range<usize>,
+}
+
+impl Object {
+    /// The object as a union of tagged types reads it, its keys in `keys`.
+    pub fn view<'a>(&'a self, keys: &'a [Key]) -> Tagged<'a> {
+        Tagged {
+            keys: &keys[self.keys.clone()],
+        }
+    }
+}
+
+/// An object as a union of types told apart by their `type` reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Tagged<'a> {
+    /// Its members in order (duplicates included).
+    pub keys: &'a [Key],
+}
+
+/// A short name (a key or a `type` word), decoded, kept inline: the names that the tagged
+/// types look for are short (a test checks that they fit), and a walk allocates nothing
+/// per key or object: the keys go into one list per member.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Name {
+    bytes: [u8; Name::MAX],
+    /// The length, or `u8::MAX` for a name longer than [`Name::MAX`] (equal to none).
+    len: u8,
+}
+
+impl Name {
+    /// The longest name kept; longer ones only compare unequal.
+    pub const MAX: usize = 32;
+
+    fn new(name: &[u8]) -> Name {
+        let mut bytes = [0; Name::MAX];
+        let len = match bytes.get_mut(..name.len()) {
+            Some(to) => {
+                to.copy_from_slice(name);
+                name.len() as u8
+            }
+            None => u8::MAX,
+        };
+        Name { bytes, len }
+    }
+
+    /// Whether the name is `other`.
+    pub fn is(&self, other: &[u8]) -> bool {
+        self.bytes.get(..self.len as usize) == Some(other)
+    }
+
+    /// The name, if it was short enough to be kept.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        self.bytes.get(..self.len as usize)
+    }
+}
+
+impl std::fmt::Debug for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.bytes.get(..self.len as usize) {
+            Some(name) => write!(f, "{:?}", String::from_utf8_lossy(name)),
+            None => f.write_str("(long)"),
+        }
+    }
+}
+
+/// A member of a [`Tagged`] object: its key, decoded, and its value's kind and kinds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key {
+    /// The key, decoded.
+    pub name: Name,
+    /// The value's kind.
+    pub kind: Kind,
+    /// The value's kinds, `NOT_INT` included.
+    pub kinds: KindSet,
+    /// A string value of up to [`Name::MAX`] bytes, decoded (`None` for other values).
+    pub text: Option<Name>,
+    /// What pydantic's lax `bool`, `int` and `float` make of a string or number value.
+    pub coerce: coerce::Coerce,
+}
+
+/// An object's `type` member, as a union of tagged types reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TagValue {
+    /// There is none.
+    Absent,
+    /// `null`.
+    Null,
+    /// A string of up to [`Name::MAX`] bytes, decoded.
+    Word(Name),
+    /// Another value, or a longer string (no type's word).
+    Other,
+}
+
+impl TagValue {
+    /// Whether it is this word.
+    pub fn is(&self, word: &[u8]) -> bool {
+        matches!(self, TagValue::Word(w) if w.is(word))
+    }
+}
+
+impl Tagged<'_> {
+    /// Its `type` (the last).
+    pub fn tag(&self) -> TagValue {
+        match self.get(b"type") {
+            None => TagValue::Absent,
+            Some(k) if k.kind == Kind::Null => TagValue::Null,
+            Some(k) => k.text.map_or(TagValue::Other, TagValue::Word),
+        }
+    }
+
+    /// Whether its `type` is this word.
+    pub fn is(&self, word: &[u8]) -> bool {
+        self.tag().is(word)
+    }
+
+    /// The last member of this key, if it has one.
+    pub fn get(&self, key: &[u8]) -> Option<&Key> {
+        self.keys.iter().rev().find(|k| k.name.is(key))
+    }
+}
+
+/// Reads one object as a tagged type, member by member, its keys into a shared list.
+pub(super) struct Reader<'k> {
+    start: usize,
+    keys: &'k mut Vec<Key>,
+}
+
+impl<'k> Reader<'k> {
+    pub(super) fn new(keys: &'k mut Vec<Key>) -> Self {
+        let start = keys.len();
+        Reader { start, keys }
+    }
+
+    /// Reads a member's value at the cursor with `read` and notes its key, kinds and short
+    /// string text.
+    pub(super) fn member(
+        &mut self,
+        sc: &mut Scanner<'_>,
+        key: &[u8],
+        read: impl FnOnce(&mut Scanner<'_>) -> Result<Kind, SyntaxError>,
+    ) -> Result<Kind, SyntaxError> {
+        let start = sc.pos;
+        let kind = read(sc)?;
+        let token = &sc.text()[start..sc.pos];
+        let text = match kind {
+            // The quotes and at most the name's bytes, written with or without escapes.
+            Kind::Str { .. } if token.len() <= Name::MAX * 6 + 2 => {
+                let decoded = super::scan::decoded(&token[1..token.len() - 1]);
+                (decoded.len() <= Name::MAX).then(|| Name::new(&decoded))
+            }
+            _ => None,
+        };
+        self.keys.push(Key {
+            name: Name::new(key),
+            kind,
+            kinds: sc.kinds(kind, start),
+            text,
+            coerce: coerce::of(kind, token),
+        });
+        Ok(kind)
+    }
+
+    /// The object read.
+    pub(super) fn finish(self) -> Object {
+        Object {
+            keys: self.start..self.keys.len(),
+        }
+    }
+
+    /// Scans an object at the cursor (its members at `depth`) whole.
+    pub(super) fn object(
+        mut self,
+        sc: &mut Scanner<'_>,
+        depth: usize,
+    ) -> Result<(Kind, Object), SyntaxError> {
+        let empty = sc.members(depth, |sc, key| {
+            let key = key_bytes(sc.text(), key);
+            self.member(sc, &key, |sc| sc.value(depth + 1))?;
+            Ok(())
+        })?;
+        Ok((Kind::Object { empty }, self.finish()))
+    }
+}
