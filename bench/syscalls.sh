@@ -4,8 +4,9 @@
 #
 #   bash bench/syscalls.sh                          # mmgate shadow and haproxy, chat_2k
 #   MODE=pass WORKLOADS="chat_2k chat_2k_sse" bash bench/syscalls.sh
+#   OF=upstream HOPS="haproxy mmgate_shadow haproxy mmgate_shadow" bash bench/syscalls.sh
 #
-# For each workload and each hop (haproxy, then mmgate in MODE) in front of
+# For each workload and each hop (by default haproxy, then mmgate in MODE) in front of
 # examples/fake_vllm: a 1 s wrk warm-up (2 threads, 32 connections, as bench/run.sh), then
 # two measured wrk runs of DURATION seconds:
 #   1. with `perf stat -e 'syscalls:sys_enter_*'` attached to the hop: system calls of each
@@ -19,11 +20,18 @@
 # Needs `perf` with tracepoint access (root, or kernel.perf_event_paranoid ≤ 1), `nstat`
 # (iproute2) and the tools of bench/run.sh.
 #
-# Env: DURATION (s, 4), MODE (shadow), WORKLOADS (chat_2k), MMGATE and FAKE_VLLM (prebuilt
-#      binaries; otherwise built), NO_INSTALL=1 (never apt-get).
+# With OF=upstream every count but the segments is of the upstream's process
+# (examples/fake_vllm) while it serves through each hop, instead of the hop's.
+#
+# Env: DURATION (s, 4), MODE (shadow), WORKLOADS (chat_2k), HOPS (the hops measured, in
+#      this order, a hop named twice measured twice; "haproxy mmgate_$MODE"), OF (hop or
+#      upstream; hop), MMGATE and FAKE_VLLM (prebuilt binaries; otherwise built),
+#      NO_INSTALL=1 (never apt-get).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-4} MODE=${MODE:-shadow} WORKLOADS=${WORKLOADS:-chat_2k}
+HOPS=${HOPS:-haproxy mmgate_$MODE} OF=${OF:-hop}
+case $OF in hop | upstream) ;; *) echo "OF must be hop or upstream, not '$OF'" >&2; exit 2 ;; esac
 
 log() { printf '[syscalls.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -64,11 +72,13 @@ segments() { nstat -z TcpExtTCPOrigDataSent | awk '$1 == "TcpExtTCPOrigDataSent"
 TICK=$(getconf CLK_TCK)
 printf '| workload | hop | system calls / request | of which | voluntary switches / request | involuntary switches / request | user µs / request | kernel µs / request | data segments / request (all legs) |\n|---|---|---:|---|---:|---:|---:|---:|---:|\n' >"$W/table"
 for workload in $WORKLOADS; do
-  for hop in haproxy "mmgate_$MODE"; do
+  for hop in $HOPS; do
     case $hop in
       haproxy) pid=$H url=http://127.0.0.1:$HAP/v1/chat/completions ;;
-      *) pid=$M url=http://127.0.0.1:$PORT/v1/chat/completions ;;
+      "mmgate_$MODE") pid=$M url=http://127.0.0.1:$PORT/v1/chat/completions ;;
+      *) echo "HOPS: '$hop' is neither haproxy nor mmgate_$MODE" >&2; exit 2 ;;
     esac
+    [ "$OF" = upstream ] && pid=${PIDS[0]}
     body=$W/$workload.json
     drive "$url" "$body" 1 >/dev/null
     perf stat -x, -e 'syscalls:sys_enter_*' -p "$pid" -o "$W/perf.txt" & perf=$!
@@ -95,4 +105,5 @@ for workload in $WORKLOADS; do
   done
 done
 echo
+echo "Counts of the $OF's process, per request:"
 cat "$W/table"
