@@ -1,12 +1,13 @@
 //! Errors the gateway answers itself, and the one place they become HTTP responses.
 //!
 //! Every body uses vLLM's (OpenAI's) envelope `{"error":{"message","type","param","code"}}`
-//! so SDK clients surface it; gate rejections are byte-identical to vLLM 0.31's.
+//! so SDK clients surface it; gate rejections are byte-identical to vLLM 0.31's, and so is
+//! the bare `{"error":"Unauthorized"}` of vLLM's own `--api-key` check.
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 
-use crate::contract::Invalid;
+use crate::contract::{Invalid, UNAUTHORIZED_BODY};
 use crate::inspect::Field;
 
 /// vLLM 0.31's exact gate error body for `mm_processor_kwargs`.
@@ -66,6 +67,10 @@ pub enum GateError {
         /// The configured timeout.
         millis: u128,
     },
+    /// The upstream vLLM's own `--api-key` check refuses the request (answered in its name
+    /// where mmgate answers at the edge).
+    #[error("the upstream's API key check refuses the request")]
+    UpstreamUnauthorized,
     /// Missing or unknown credentials, and the policy refuses anonymous clients.
     #[error("authentication failed: {reason}")]
     Unauthorized {
@@ -182,7 +187,9 @@ impl GateError {
                 StatusCode::BAD_GATEWAY
             }
             GateError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-            GateError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            GateError::Unauthorized { .. } | GateError::UpstreamUnauthorized => {
+                StatusCode::UNAUTHORIZED
+            }
             GateError::RateLimited { .. } | GateError::ClientBusy { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -238,6 +245,7 @@ impl GateError {
             GateError::UpstreamTimeout { .. } => "upstream_timeout",
             GateError::UpstreamFailed { .. } => "upstream_failed",
             GateError::Unauthorized { .. } => "unauthorized",
+            GateError::UpstreamUnauthorized => "upstream_unauthorized",
             GateError::RateLimited { .. } => "rate_limited",
             GateError::ClientBusy { .. } => "client_busy",
             GateError::PoolSaturated { .. } => "pool_saturated",
@@ -252,6 +260,7 @@ impl GateError {
         let status = self.status();
         let (kind, message) = match self {
             GateError::Gate(field) => return Bytes::from_static(gate_body(*field).as_bytes()),
+            GateError::UpstreamUnauthorized => return Bytes::from_static(UNAUTHORIZED_BODY.as_bytes()),
             // vLLM's very words where mmgate knows them, else its own explanation.
             GateError::Unclassifiable(inv) => match inv.vllm_answer() {
                 Some(answer) => return answer,
@@ -420,6 +429,15 @@ mod tests {
             let retry = res.headers().contains_key(header::RETRY_AFTER);
             assert_eq!(retry, matches!(status, 429 | 503), "{e:?}");
         }
+    }
+
+    #[test]
+    fn the_upstream_key_check_answers_vllms_bare_401() {
+        let res: Response<Bytes> = GateError::UpstreamUnauthorized.to_response();
+        assert_eq!(res.status(), 401);
+        assert_eq!(res.body(), r#"{"error":"Unauthorized"}"#);
+        assert_eq!(res.headers()[header::CONTENT_TYPE], "application/json");
+        assert!(!res.headers().contains_key(header::WWW_AUTHENTICATE));
     }
 
     #[test]

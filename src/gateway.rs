@@ -390,13 +390,25 @@ impl Gateway {
             Action::RejectGate(field) => {
                 outcome.pool = None;
                 outcome.outcome = "rejected";
-                Ok(GateError::Gate(field).to_response())
+                Ok(self.in_vllms_name(req, GateError::Gate(field)))
             }
             Action::RejectUnclassifiable(invalid) => {
                 outcome.pool = None;
                 outcome.outcome = "rejected";
-                Ok(GateError::Unclassifiable(invalid).to_response())
+                Ok(self.in_vllms_name(req, GateError::Unclassifiable(invalid)))
             }
+        }
+    }
+
+    /// The answer to a request refused at the edge in vLLM's place: `error`, unless vLLM's
+    /// own `--api-key` check (which runs first) would refuse it with its 401.
+    fn in_vllms_name(&self, req: &Request<Body>, error: GateError) -> Response<Body> {
+        let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+        match &self.config.vllm.api_keys {
+            Some(keys) if !keys.admits(req.method(), path, req.headers()) => {
+                GateError::UpstreamUnauthorized.to_response()
+            }
+            _ => error.to_response(),
         }
     }
 

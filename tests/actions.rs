@@ -455,6 +455,78 @@ async fn reject_answers_vllms_exact_gate_body_and_upstream_sees_nothing() {
 }
 
 #[tokio::test]
+async fn reject_answers_vllms_401_first_when_the_upstreams_key_is_missing() {
+    let fake = FakeVllm::start().await;
+    let digest = hex::encode(mmgate::config::digest("sk-up"));
+    let policy = format!(
+        "{}[vllm]\napi_key_sha256 = [\"{digest}\"]\n",
+        mode("reject")
+    );
+    let gw = gateway(&policy, &fake).await;
+    let c = client();
+    let offending = chat(r#","mm_processor_kwargs":{"a":1}"#);
+    let with = |auth: &'static str| {
+        [
+            ("content-type", "application/json"),
+            ("authorization", auth),
+        ]
+    };
+    // vLLM's key check runs before its gate on /v1/...: no key, or a wrong one, is its 401.
+    for auth in ["", "Bearer sk-other", "Basic sk-up", "Bearer  sk-up"] {
+        let r = send(&c, gw.addr, "POST", CHAT, &with(auth), offending.clone()).await;
+        assert_eq!(r.status, 401, "{auth:?}");
+        assert_eq!(r.text(), r#"{"error":"Unauthorized"}"#, "{auth:?}");
+        assert_eq!(r.headers["content-type"], "application/json");
+    }
+    let r = post_json(&c, gw.addr, CHAT, &offending).await;
+    assert_eq!(r.status, 401);
+    // With the key, the gate's own error; on a path vLLM does not guard, the gate's error.
+    let r = send(
+        &c,
+        gw.addr,
+        "POST",
+        CHAT,
+        &with("bearer sk-up"),
+        offending.clone(),
+    )
+    .await;
+    assert_eq!(
+        (r.status.as_u16(), r.text()),
+        (400, GATE_BODY_MM_PROCESSOR_KWARGS.to_string())
+    );
+    let tok = r#"{"model":"tiny","prompt":"hi","mm_processor_kwargs":{"a":1}}"#;
+    let r = post_json(&c, gw.addr, "/tokenize", tok).await;
+    assert_eq!(
+        (r.status.as_u16(), r.text()),
+        (400, GATE_BODY_MM_PROCESSOR_KWARGS.to_string())
+    );
+    assert!(fake.received().is_empty());
+    // A request that passes the gate goes on as sent: the upstream checks its key itself.
+    let r = send(
+        &c,
+        gw.addr,
+        "POST",
+        CHAT,
+        &with("Bearer sk-other"),
+        chat(""),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        fake.received()[0].headers["authorization"],
+        "Bearer sk-other"
+    );
+    let text = metrics_text(&c, gw.admin).await;
+    assert!(
+        has_sample(
+            &text,
+            r#"mmgate_requests_total{mode="reject",outcome="rejected",route="chat"} 6"#
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn a_route_override_strips_tokenize_while_the_default_rejects() {
     let fake = FakeVllm::start().await;
     let policy = "[gate]\ndefault = \"reject\"\n[gate.routes]\ntokenize = \"strip\"\n";

@@ -175,6 +175,54 @@ pub(super) fn clients(
     out
 }
 
+/// The key digests a section lists under `names`: hex digests (`key_sha256`), a file holding
+/// one key (`key_file`) and an environment variable holding one (`key_env`). Keys are hashed
+/// at load and never kept.
+pub(super) fn key_digests(
+    c: &mut Section<'_>,
+    names: [&'static str; 3],
+    p: &mut Problems,
+) -> Vec<KeyDigest> {
+    let path = c.path().to_string();
+    let mut keys = Vec::new();
+    let [sha256, file_name, env_name] = names;
+    let name = sha256;
+    for (i, hex_digest) in c.strings(name, p).unwrap_or_default().iter().enumerate() {
+        match hex::decode(hex_digest.trim())
+            .ok()
+            .and_then(|b| KeyDigest::try_from(b).ok())
+        {
+            Some(d) => keys.push(d),
+            None => p.add(
+                &format!("{path}.{name}[{i}]"),
+                "not a SHA-256 hex digest (64 hex digits; see `mmgate hash-key`)",
+            ),
+        }
+    }
+    let name = file_name;
+    if let Some(file) = c.str(name, p) {
+        match std::fs::read_to_string(file) {
+            Ok(k) if !k.trim().is_empty() => keys.push(digest(&k)),
+            Ok(_) => p.add(&format!("{path}.{name}"), format!("{file} is empty")),
+            Err(e) => p.add(
+                &format!("{path}.{name}"),
+                format!("cannot read {file}: {e}"),
+            ),
+        }
+    }
+    let name = env_name;
+    if let Some(var) = c.str(name, p) {
+        match std::env::var(var) {
+            Ok(k) if !k.trim().is_empty() => keys.push(digest(&k)),
+            _ => p.add(
+                &format!("{path}.{name}"),
+                format!("environment variable {var} is not set or empty"),
+            ),
+        }
+    }
+    keys
+}
+
 fn client(
     name: String,
     mut c: Section<'_>,
@@ -183,43 +231,7 @@ fn client(
     p: &mut Problems,
 ) -> ClientConfig {
     let path = c.path().to_string();
-    let mut keys = Vec::new();
-    for (i, hex_digest) in c
-        .strings("key_sha256", p)
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
-        match hex::decode(hex_digest.trim())
-            .ok()
-            .and_then(|b| KeyDigest::try_from(b).ok())
-        {
-            Some(d) => keys.push(d),
-            None => p.add(
-                &format!("{path}.key_sha256[{i}]"),
-                "not a SHA-256 hex digest (64 hex digits; see `mmgate hash-key`)",
-            ),
-        }
-    }
-    if let Some(file) = c.str("key_file", p) {
-        match std::fs::read_to_string(file) {
-            Ok(k) if !k.trim().is_empty() => keys.push(digest(&k)),
-            Ok(_) => p.add(&format!("{path}.key_file"), format!("{file} is empty")),
-            Err(e) => p.add(
-                &format!("{path}.key_file"),
-                format!("cannot read {file}: {e}"),
-            ),
-        }
-    }
-    if let Some(var) = c.str("key_env", p) {
-        match std::env::var(var) {
-            Ok(k) if !k.trim().is_empty() => keys.push(digest(&k)),
-            _ => p.add(
-                &format!("{path}.key_env"),
-                format!("environment variable {var} is not set or empty"),
-            ),
-        }
-    }
+    let keys = key_digests(&mut c, ["key_sha256", "key_file", "key_env"], p);
     let header_ids = c.strings("header_ids", p).unwrap_or_default();
     if !header_ids.is_empty() && identity.client_header.is_none() {
         p.add(

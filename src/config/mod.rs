@@ -16,7 +16,7 @@ use std::time::Duration;
 use http::Uri;
 
 use crate::classify::RouteKind;
-use crate::contract::UpstreamFacts;
+use crate::contract::{ApiKeys, UpstreamFacts};
 use crate::decide::{Mode, OnUnclassifiable};
 pub use clients::{digest, ClientConfig, Identity, KeyDigest, Rate, Unknown};
 use file::{Problems, Section};
@@ -124,6 +124,9 @@ pub struct Vllm {
     pub discover_models: bool,
     /// Discover the upstream's gated routes from its `/openapi.json`.
     pub discover_routes: bool,
+    /// The upstream's `--api-key` keys, when the policy names them: `reject` then answers
+    /// vLLM's 401 first to a request without one, as vLLM would.
+    pub api_keys: Option<ApiKeys>,
 }
 
 /// Why a policy could not be loaded.
@@ -236,6 +239,13 @@ impl Config {
             },
             discover_models: v.bool("discover_models", &mut p).unwrap_or(true),
             discover_routes: v.bool("discover_routes", &mut p).unwrap_or(true),
+            api_keys: Some(clients::key_digests(
+                &mut v,
+                ["api_key_sha256", "api_key_file", "api_key_env"],
+                &mut p,
+            ))
+            .filter(|k| !k.is_empty())
+            .map(ApiKeys::new),
         };
         v.finish(&mut p);
         let log = log_policy(root.section("log", &mut p), &mut p);

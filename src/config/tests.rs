@@ -177,6 +177,37 @@ fn keys_from_files_and_environment_are_hashed() {
 }
 
 #[test]
+fn the_upstreams_api_keys_are_read_as_digests() {
+    assert!(Config::parse(MINIMAL).unwrap().vllm.api_keys.is_none());
+    let path = std::env::temp_dir().join(format!("mmgate-vllm-key-{}", std::process::id()));
+    std::fs::write(&path, "sk-vllm\n").unwrap();
+    let one = hex::encode(digest("sk-one"));
+    let text = format!(
+        "{MINIMAL}\n[vllm]\napi_key_sha256 = [\"{one}\"]\napi_key_file = \"{}\"\n",
+        path.display()
+    );
+    let c = Config::parse(&text).unwrap();
+    let _ = std::fs::remove_file(path);
+    let expected = crate::contract::ApiKeys::new(vec![digest("sk-one"), digest("sk-vllm")]);
+    assert_eq!(c.vllm.api_keys, Some(expected));
+    let bad = format!(
+        "{MINIMAL}\n[vllm]\napi_key_sha256 = [\"abc\"]\napi_key_env = \"MMGATE_TEST_UNSET_VARIABLE\"\n"
+    );
+    let Err(ConfigError::Invalid(problems)) = Config::parse(&bad) else {
+        panic!("expected problems")
+    };
+    let all = problems.join("\n");
+    assert!(
+        all.contains("vllm.api_key_sha256[0]: not a SHA-256"),
+        "{all}"
+    );
+    assert!(
+        all.contains("vllm.api_key_env: environment variable"),
+        "{all}"
+    );
+}
+
+#[test]
 fn shipped_trusted_pool_policy_loads() {
     let text = include_str!("../../policies/trusted-pool.toml");
     let c = Config::parse(text).unwrap();

@@ -6,10 +6,12 @@
 //! name, beam search on render routes, tool choice, chat template trust → the gate. On
 //! pooling routes the gate runs before the model check.
 
+mod auth;
 mod fields;
 mod types;
 mod unparsed;
 
+pub use auth::{ApiKeys, UNAUTHORIZED_BODY};
 pub use unparsed::PARSE_ERROR_BODY;
 
 use bytes::Bytes;
