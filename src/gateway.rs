@@ -171,7 +171,8 @@ impl Gateway {
         let static_models = self.config.vllm.facts.served_models.is_some();
         let mut facts = self.config.vllm.facts.clone();
         if self.config.vllm.discover_models && !static_models {
-            facts.served_models = self.upstream().served_models().await;
+            let key = self.config.vllm.discovery_key.as_ref();
+            facts.served_models = self.upstream().served_models(key).await;
         }
         if self.config.vllm.discover_routes {
             facts.served_routes = self.upstream().served_routes().await;

@@ -164,10 +164,24 @@ impl Upstream {
         path: &str,
         deadline: Duration,
     ) -> Result<(StatusCode, Bytes), GateError> {
+        self.get_with(path, deadline, None).await
+    }
+
+    /// [`Upstream::get`] with an `Authorization` field (the upstream's own API key).
+    async fn get_with(
+        &self,
+        path: &str,
+        deadline: Duration,
+        authorization: Option<&HeaderValue>,
+    ) -> Result<(StatusCode, Bytes), GateError> {
         let mut req = Request::get(path)
             .header(header::HOST, self.authority.as_str())
             .body(Body::empty())
             .map_err(|e| self.failed(e.to_string()))?;
+        if let Some(value) = authorization {
+            req.headers_mut()
+                .insert(header::AUTHORIZATION, value.clone());
+        }
         let fetch = async {
             let (res, _) = self
                 .send(&mut req, &[], Instant::now(), false)
@@ -189,9 +203,13 @@ impl Upstream {
             })
     }
 
-    /// Served model names from the upstream's `/v1/models`.
-    pub async fn served_models(&self) -> Option<Vec<String>> {
-        let (status, body) = self.get("/v1/models", Duration::from_secs(5)).await.ok()?;
+    /// Served model names from the upstream's `/v1/models`, asked with `authorization` (the
+    /// upstream's own API key, which vLLM's `--api-key` requires there) when given.
+    pub async fn served_models(&self, authorization: Option<&HeaderValue>) -> Option<Vec<String>> {
+        let (status, body) = self
+            .get_with("/v1/models", Duration::from_secs(5), authorization)
+            .await
+            .ok()?;
         if !status.is_success() {
             return None;
         }

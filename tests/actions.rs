@@ -527,6 +527,48 @@ async fn reject_answers_vllms_401_first_when_the_upstreams_key_is_missing() {
 }
 
 #[tokio::test]
+async fn model_discovery_sends_the_upstreams_key_when_the_policy_gives_it() {
+    let opts = FakeOpts {
+        api_key: Some("sk-up"),
+        ..Default::default()
+    };
+    let fake = FakeVllm::start_with(opts).await;
+    let file = std::env::temp_dir().join(format!("mmgate-up-key-{}", std::process::id()));
+    std::fs::write(&file, "sk-up\n").unwrap();
+    let digest = hex::encode(mmgate::config::digest("sk-up"));
+    let c = client();
+    // An unknown model is vLLM's 404 before its gate: judged only once discovery has the
+    // served models, so the request then goes on (its field nulled) instead of the gate's 400.
+    let body = r#"{"model":"nope","messages":[{"role":"user","content":"hi"}],"mm_processor_kwargs":{"a":1}}"#;
+    let key = [
+        ("content-type", "application/json"),
+        ("authorization", "Bearer sk-up"),
+    ];
+    for (vllm, discovered) in [
+        (
+            format!("api_key_file = {:?}", file.display().to_string()),
+            true,
+        ),
+        (format!("api_key_sha256 = [\"{digest}\"]"), false),
+    ] {
+        fake.clear();
+        let gw = gateway(&format!("{}[vllm]\n{vllm}\n", mode("reject")), &fake).await;
+        let r = send(&c, gw.addr, "POST", CHAT, &key, body.to_string()).await;
+        if discovered {
+            assert_eq!(r.status, 200, "{vllm}: {}", r.text());
+            assert_eq!(fake.received().len(), 1);
+        } else {
+            assert_eq!(
+                (r.status.as_u16(), r.text()),
+                (400, GATE_BODY_MM_PROCESSOR_KWARGS.to_string())
+            );
+            assert!(fake.received().is_empty());
+        }
+    }
+    let _ = std::fs::remove_file(file);
+}
+
+#[tokio::test]
 async fn a_route_override_strips_tokenize_while_the_default_rejects() {
     let fake = FakeVllm::start().await;
     let policy = "[gate]\ndefault = \"reject\"\n[gate.routes]\ntokenize = \"strip\"\n";

@@ -176,15 +176,17 @@ pub(super) fn clients(
 }
 
 /// The key digests a section lists under `names`: hex digests (`key_sha256`), a file holding
-/// one key (`key_file`) and an environment variable holding one (`key_env`). Keys are hashed
-/// at load and never kept.
+/// one key (`key_file`) and an environment variable holding one (`key_env`); and the keys
+/// read from the file and the variable (trimmed), which a caller that only checks keys drops
+/// at once.
 pub(super) fn key_digests(
     c: &mut Section<'_>,
     names: [&'static str; 3],
     p: &mut Problems,
-) -> Vec<KeyDigest> {
+) -> (Vec<KeyDigest>, Vec<String>) {
     let path = c.path().to_string();
     let mut keys = Vec::new();
+    let mut secrets = Vec::new();
     let [sha256, file_name, env_name] = names;
     let name = sha256;
     for (i, hex_digest) in c.strings(name, p).unwrap_or_default().iter().enumerate() {
@@ -202,7 +204,10 @@ pub(super) fn key_digests(
     let name = file_name;
     if let Some(file) = c.str(name, p) {
         match std::fs::read_to_string(file) {
-            Ok(k) if !k.trim().is_empty() => keys.push(digest(&k)),
+            Ok(k) if !k.trim().is_empty() => {
+                keys.push(digest(&k));
+                secrets.push(k.trim().to_string());
+            }
             Ok(_) => p.add(&format!("{path}.{name}"), format!("{file} is empty")),
             Err(e) => p.add(
                 &format!("{path}.{name}"),
@@ -213,14 +218,17 @@ pub(super) fn key_digests(
     let name = env_name;
     if let Some(var) = c.str(name, p) {
         match std::env::var(var) {
-            Ok(k) if !k.trim().is_empty() => keys.push(digest(&k)),
+            Ok(k) if !k.trim().is_empty() => {
+                keys.push(digest(&k));
+                secrets.push(k.trim().to_string());
+            }
             _ => p.add(
                 &format!("{path}.{name}"),
                 format!("environment variable {var} is not set or empty"),
             ),
         }
     }
-    keys
+    (keys, secrets)
 }
 
 fn client(
@@ -231,7 +239,8 @@ fn client(
     p: &mut Problems,
 ) -> ClientConfig {
     let path = c.path().to_string();
-    let keys = key_digests(&mut c, ["key_sha256", "key_file", "key_env"], p);
+    // A client's keys are only checked: the keys themselves are dropped here.
+    let (keys, _) = key_digests(&mut c, ["key_sha256", "key_file", "key_env"], p);
     let header_ids = c.strings("header_ids", p).unwrap_or_default();
     if !header_ids.is_empty() && identity.client_header.is_none() {
         p.add(

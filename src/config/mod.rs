@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::Uri;
+use http::{HeaderValue, Uri};
 
 use crate::classify::RouteKind;
 use crate::contract::{ApiKeys, UpstreamFacts};
@@ -127,6 +127,9 @@ pub struct Vllm {
     /// The upstream's `--api-key` keys, when the policy names them: `reject` then answers
     /// vLLM's 401 first to a request without one, as vLLM would.
     pub api_keys: Option<ApiKeys>,
+    /// `Bearer KEY` for the first upstream key the policy gives as a key (a file or an
+    /// environment variable, not a digest): sent with model discovery.
+    pub discovery_key: Option<HeaderValue>,
 }
 
 /// Why a policy could not be loaded.
@@ -220,6 +223,24 @@ impl Config {
         let gate = gate(root.section("gate", &mut p), &mut p);
 
         let mut v = root.section("vllm", &mut p);
+        let (api_keys, secrets) = clients::key_digests(
+            &mut v,
+            ["api_key_sha256", "api_key_file", "api_key_env"],
+            &mut p,
+        );
+        let discovery_key = secrets.first().and_then(|k| {
+            let value = HeaderValue::from_str(&format!("Bearer {k}"));
+            if value.is_err() {
+                p.add(
+                    "vllm",
+                    "the upstream's key (api_key_file or api_key_env) cannot be sent in a header field",
+                );
+            }
+            value.ok().map(|mut v| {
+                v.set_sensitive(true);
+                v
+            })
+        });
         let vllm = Vllm {
             facts: UpstreamFacts {
                 served_models: v.strings("served_models", &mut p),
@@ -239,13 +260,8 @@ impl Config {
             },
             discover_models: v.bool("discover_models", &mut p).unwrap_or(true),
             discover_routes: v.bool("discover_routes", &mut p).unwrap_or(true),
-            api_keys: Some(clients::key_digests(
-                &mut v,
-                ["api_key_sha256", "api_key_file", "api_key_env"],
-                &mut p,
-            ))
-            .filter(|k| !k.is_empty())
-            .map(ApiKeys::new),
+            api_keys: (!api_keys.is_empty()).then(|| ApiKeys::new(api_keys)),
+            discovery_key,
         };
         v.finish(&mut p);
         let log = log_policy(root.section("log", &mut p), &mut p);

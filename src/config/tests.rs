@@ -190,6 +190,18 @@ fn the_upstreams_api_keys_are_read_as_digests() {
     let _ = std::fs::remove_file(path);
     let expected = crate::contract::ApiKeys::new(vec![digest("sk-one"), digest("sk-vllm")]);
     assert_eq!(c.vllm.api_keys, Some(expected));
+    let sent = c
+        .vllm
+        .discovery_key
+        .expect("the file's key is sent with discovery");
+    assert_eq!(sent, "Bearer sk-vllm");
+    assert!(sent.is_sensitive());
+    let only_digest = format!("{MINIMAL}\n[vllm]\napi_key_sha256 = [\"{one}\"]\n");
+    assert!(Config::parse(&only_digest)
+        .unwrap()
+        .vllm
+        .discovery_key
+        .is_none());
     let bad = format!(
         "{MINIMAL}\n[vllm]\napi_key_sha256 = [\"abc\"]\napi_key_env = \"MMGATE_TEST_UNSET_VARIABLE\"\n"
     );

@@ -41,6 +41,9 @@ pub struct FakeOpts {
     pub sse_gate: Option<Arc<Semaphore>>,
     /// Gated paths the fake's `/openapi.json` leaves out (like a server without that task).
     pub missing_routes: Vec<&'static str>,
+    /// Like vLLM's `--api-key`: paths under `/v1` and `/v2` answer 401 without
+    /// `Authorization: Bearer KEY`.
+    pub api_key: Option<&'static str>,
 }
 
 #[derive(Default)]
@@ -122,6 +125,20 @@ async fn handle(State(state): State<Arc<FakeState>>, req: Request) -> Response {
         .unwrap_or_default();
     if parts.method == Method::GET && path == "/health" {
         return Response::new(Body::empty());
+    }
+    if let Some(key) = state.opts.api_key {
+        let sent = parts
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        if (path.starts_with("/v1") || path.starts_with("/v2"))
+            && sent != Some(&format!("Bearer {key}"))
+        {
+            return json(
+                StatusCode::UNAUTHORIZED,
+                r#"{"error":"Unauthorized"}"#.into(),
+            );
+        }
     }
     if parts.method == Method::GET && path == "/v1/models" {
         return json(
