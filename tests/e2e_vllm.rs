@@ -4,7 +4,8 @@
 //! Skipped, with a message, when the oracle is not installed (`$VLLM_ORACLE_HOME`, default
 //! `/tmp/vllm-oracle`; `.ci/run` installs it). Servers start in parallel once per run on free
 //! loopback ports and are killed (process group) when the test ends, also on failure.
-//! `MMGATE_E2E_POOLING=0` leaves out the pooling servers.
+//! `MMGATE_E2E_POOLING=0` leaves out the pooling servers. One more render server runs with
+//! its own `--api-key`, behind a reject gateway that knows the key.
 
 mod support;
 
@@ -158,12 +159,23 @@ struct Gate {
 }
 
 fn start_gateway(dir: &Path, name: &str, mode: &str, upstream: SocketAddr) -> Gate {
+    start_gateway_with(dir, name, mode, upstream, "")
+}
+
+/// [`start_gateway`] with more policy text after `[gate]`.
+fn start_gateway_with(
+    dir: &Path,
+    name: &str,
+    mode: &str,
+    upstream: SocketAddr,
+    extra: &str,
+) -> Gate {
     let (port, admin) = (free_port(), free_port());
     let policy = dir.join(format!("{name}.toml"));
     std::fs::write(
         &policy,
         format!(
-            "[listen]\naddr = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\"\n[upstream]\nurl = \"http://{upstream}\"\n[gate]\ndefault = \"{mode}\"\n"
+            "[listen]\naddr = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\"\n[upstream]\nurl = \"http://{upstream}\"\n[gate]\ndefault = \"{mode}\"\n{extra}"
         ),
     )
     .unwrap();
@@ -462,6 +474,45 @@ fn probe(target: SocketAddr, expect: &str, failures: &mut Vec<String>) {
     }
 }
 
+/// A reject gateway that knows the key of a render server started with `--api-key` answers
+/// as that server does: its 401 before the gate on `/v1/...`, the gate's 400 with the key and
+/// on paths it does not guard, and (model discovery sending the key) its 404 for an unknown
+/// model.
+async fn keyed(client: &TestClient, direct: SocketAddr, g: &Gate, failures: &mut Vec<String>) {
+    let msgs = r#""messages":[{"role":"user","content":"hi"}]"#;
+    let offending = format!(r#"{{"model":"tiny",{msgs},"mm_processor_kwargs":{{"a":1}}}}"#);
+    let unknown = format!(r#"{{"model":"nope",{msgs},"mm_processor_kwargs":{{"a":1}}}}"#);
+    let tokenize = r#"{"model":"tiny","prompt":"hi","mm_processor_kwargs":{"a":1}}"#;
+    let render = "/v1/chat/completions/render";
+    let cases = [
+        (render, None, offending.as_str()),
+        (render, Some("Bearer sk-e2e"), &offending),
+        (render, Some("bEaReR sk-e2e"), &offending),
+        (render, Some("Bearer  sk-e2e"), &offending),
+        (render, Some("Basic sk-e2e"), &offending),
+        (render, Some("Bearer sk-other"), &offending),
+        (render, Some(""), &offending),
+        ("/%761/chat/completions/render", None, &offending),
+        (render, Some("Bearer sk-e2e"), &unknown),
+        ("/tokenize", None, tokenize),
+    ];
+    for (path, auth, body) in cases {
+        let mut headers = vec![("content-type", "application/json")];
+        headers.extend(auth.map(|a| ("authorization", a)));
+        let want = send(client, direct, "POST", path, &headers, body.to_string()).await;
+        let got = send(client, g.addr, "POST", path, &headers, body.to_string()).await;
+        if (got.status, &got.body) != (want.status, &want.body) {
+            failures.push(format!(
+                "keyed {path} {auth:?}: vLLM {} {}, mmgate {} {}",
+                want.status,
+                want.text(),
+                got.status,
+                got.text()
+            ));
+        }
+    }
+}
+
 fn log_lines(g: &Gate) -> usize {
     std::fs::read_to_string(&g.proc.log)
         .unwrap_or_default()
@@ -568,6 +619,14 @@ async fn real_vllm_end_to_end() {
     let started = Instant::now();
     let mut render_u = start_vllm(&o, &dir, "render-untrusted", "render", None, &[]);
     let mut render_t = start_vllm(&o, &dir, "render-trusted", "render", None, &trust);
+    let mut render_keyed = start_vllm(
+        &o,
+        &dir,
+        "render-keyed",
+        "render",
+        None,
+        &["--api-key", "sk-e2e"],
+    );
     let mut serve_u = start_vllm(&o, &dir, "serve-untrusted", "serve", None, &[]);
     let mut serve_t = start_vllm(&o, &dir, "serve-trusted", "serve", None, &trust);
     let pool_flags = ["--runner", "pooling", "--convert", "embed"];
@@ -599,8 +658,13 @@ async fn real_vllm_end_to_end() {
         )
     });
     {
-        let mut all: Vec<&mut Vllm> =
-            vec![&mut render_u, &mut render_t, &mut serve_u, &mut serve_t];
+        let mut all: Vec<&mut Vllm> = vec![
+            &mut render_u,
+            &mut render_t,
+            &mut render_keyed,
+            &mut serve_u,
+            &mut serve_t,
+        ];
         if let Some((pu, pt)) = pools.as_mut() {
             all.push(pu);
             all.push(pt);
@@ -670,6 +734,16 @@ async fn real_vllm_end_to_end() {
             trusted_routing(&client, &routing, &mut failures).await;
         }
     }
+    let key_file = dir.join("upstream-key");
+    std::fs::write(&key_file, "sk-e2e\n").unwrap();
+    let vllm = format!(
+        "[vllm]\napi_key_file = {:?}\n",
+        key_file.display().to_string()
+    );
+    let mut keyed_reject =
+        start_gateway_with(&dir, "keyed-reject", "reject", render_keyed.addr, &vllm);
+    wait_gateway(&client, &mut keyed_reject).await;
+    keyed(&client, render_keyed.addr, &keyed_reject, &mut failures).await;
     println!("end-to-end suite took {:?}", started.elapsed());
     assert!(
         failures.is_empty(),
