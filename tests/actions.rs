@@ -516,14 +516,9 @@ async fn reject_answers_vllms_401_first_when_the_upstreams_key_is_missing() {
         fake.received()[0].headers["authorization"],
         "Bearer sk-other"
     );
+    let rejected = r#"mmgate_requests_total{mode="reject",outcome="rejected",route="chat"} 6"#;
     let text = metrics_text(&c, gw.admin).await;
-    assert!(
-        has_sample(
-            &text,
-            r#"mmgate_requests_total{mode="reject",outcome="rejected",route="chat"} 6"#
-        ),
-        "{text}"
-    );
+    assert!(has_sample(&text, rejected), "{rejected} in\n{text}");
 }
 
 #[tokio::test]
