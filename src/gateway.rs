@@ -3,7 +3,7 @@
 //! → value limits → admit (permits, queue) → forward to a healthy member or answer → record.
 //! (`pass` to a pool without value limits skips read → value limits: the body streams unread.)
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -74,6 +74,8 @@ pub struct Gateway {
     inventory: Arc<Inventory>,
     facts: ArcSwap<UpstreamFacts>,
     ids: Arc<AtomicU64>,
+    /// Model discovery failed and that was logged (logged again once it works and fails).
+    models_unread: AtomicBool,
 }
 
 impl Gateway {
@@ -105,6 +107,7 @@ impl Gateway {
             inventory: Arc::default(),
             facts,
             ids: Arc::default(),
+            models_unread: AtomicBool::new(false),
         })
     }
 
@@ -137,6 +140,7 @@ impl Gateway {
             inventory: self.inventory.clone(),
             facts: ArcSwap::from_pointee(facts),
             ids: self.ids.clone(),
+            models_unread: AtomicBool::new(false),
         })
     }
 
@@ -172,7 +176,26 @@ impl Gateway {
         let mut facts = self.config.vllm.facts.clone();
         if self.config.vllm.discover_models && !static_models {
             let key = self.config.vllm.discovery_key.as_ref();
-            facts.served_models = self.upstream().served_models(key).await;
+            match self.upstream().served_models(key).await {
+                Ok(models) => {
+                    facts.served_models = Some(models);
+                    self.models_unread.store(false, Ordering::Relaxed);
+                }
+                Err(why) => {
+                    facts.served_models = None;
+                    if !self.models_unread.swap(true, Ordering::Relaxed) {
+                        let hint = if why.contains("401") {
+                            " (an upstream started with --api-key needs vllm.api_key_file or vllm.api_key_env)"
+                        } else {
+                            ""
+                        };
+                        tracing::warn!(
+                            upstream = %self.upstream().authority(),
+                            "cannot read the served models from /v1/models: {why}{hint}; vLLM's unknown-model check is skipped until they can be read, or list them in vllm.served_models"
+                        );
+                    }
+                }
+            }
         }
         if self.config.vllm.discover_routes {
             facts.served_routes = self.upstream().served_routes().await;

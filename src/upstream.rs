@@ -204,21 +204,29 @@ impl Upstream {
     }
 
     /// Served model names from the upstream's `/v1/models`, asked with `authorization` (the
-    /// upstream's own API key, which vLLM's `--api-key` requires there) when given.
-    pub async fn served_models(&self, authorization: Option<&HeaderValue>) -> Option<Vec<String>> {
+    /// upstream's own API key, which vLLM's `--api-key` requires there) when given; else
+    /// why they could not be read.
+    pub async fn served_models(
+        &self,
+        authorization: Option<&HeaderValue>,
+    ) -> Result<Vec<String>, String> {
         let (status, body) = self
             .get_with("/v1/models", Duration::from_secs(5), authorization)
             .await
-            .ok()?;
+            .map_err(|e| e.to_string())?;
         if !status.is_success() {
-            return None;
+            return Err(format!("it answered {status}"));
         }
-        let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
-        let ids = v.get("data")?.as_array()?.iter();
-        Some(
-            ids.filter_map(|m| m.get("id")?.as_str().map(str::to_string))
-                .collect(),
-        )
+        let list = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| {
+                let ids = v.get("data")?.as_array()?.iter();
+                Some(
+                    ids.filter_map(|m| m.get("id")?.as_str().map(str::to_string))
+                        .collect(),
+                )
+            });
+        list.ok_or_else(|| "its answer is not a model list".to_string())
     }
 
     /// The gated routes the upstream serves, from its FastAPI `/openapi.json`.

@@ -563,6 +563,52 @@ async fn model_discovery_sends_the_upstreams_key_when_the_policy_gives_it() {
     let _ = std::fs::remove_file(file);
 }
 
+/// Log output of the current thread's tracing events.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl tracing_subscriber::fmt::MakeWriter<'_> for Captured {
+    type Writer = Captured;
+    fn make_writer(&self) -> Captured {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn a_failed_model_discovery_is_logged_once_with_why() {
+    let opts = FakeOpts {
+        api_key: Some("sk-up"),
+        ..Default::default()
+    };
+    let fake = FakeVllm::start_with(opts).await;
+    let logs = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(logs.clone())
+        .with_ansi(false)
+        .finish();
+    // The test's runtime has one thread: the gateway's start and refreshes log on it.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let gw = gateway(&mode("reject"), &fake).await;
+    gw.gateway.refresh_facts().await;
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let warnings: Vec<_> = text.lines().filter(|l| l.contains("/v1/models")).collect();
+    assert_eq!(warnings.len(), 1, "logged once: {text}");
+    assert!(warnings[0].contains("WARN"), "{text}");
+    assert!(warnings[0].contains("401"), "{text}");
+    assert!(warnings[0].contains("vllm.api_key_file"), "{text}");
+    assert!(!text.contains("sk-up"), "{text}");
+}
+
 #[tokio::test]
 async fn a_route_override_strips_tokenize_while_the_default_rejects() {
     let fake = FakeVllm::start().await;
