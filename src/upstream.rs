@@ -158,7 +158,7 @@ impl Upstream {
         }
     }
 
-    /// A GET to the upstream with a short deadline (health checks, model discovery).
+    /// A GET to the upstream with a short deadline (health checks, route discovery).
     pub async fn get(
         &self,
         path: &str,
@@ -209,13 +209,13 @@ impl Upstream {
     pub async fn served_models(
         &self,
         authorization: Option<&HeaderValue>,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, Unread> {
         let (status, body) = self
             .get_with("/v1/models", Duration::from_secs(5), authorization)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(Unread::Failed)?;
         if !status.is_success() {
-            return Err(format!("it answered {status}"));
+            return Err(Unread::Status(status));
         }
         let list = serde_json::from_slice::<serde_json::Value>(&body)
             .ok()
@@ -226,7 +226,7 @@ impl Upstream {
                         .collect(),
                 )
             });
-        list.ok_or_else(|| "its answer is not a model list".to_string())
+        list.ok_or(Unread::NotAList)
     }
 
     /// The gated routes the upstream serves, from its FastAPI `/openapi.json`.
@@ -255,6 +255,20 @@ impl Upstream {
         routes.dedup();
         Some(routes)
     }
+}
+
+/// Why the served models could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum Unread {
+    /// The request failed.
+    #[error(transparent)]
+    Failed(GateError),
+    /// The upstream answered with another status than 2xx.
+    #[error("it answered {0}")]
+    Status(StatusCode),
+    /// The answer is not vLLM's model list.
+    #[error("its answer is not a model list")]
+    NotAList,
 }
 
 /// A TLS configuration that trusts nothing, for members reached over plain HTTP (the

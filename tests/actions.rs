@@ -598,15 +598,28 @@ async fn a_failed_model_discovery_is_logged_once_with_why() {
         .finish();
     // The test's runtime has one thread: the gateway's start and refreshes log on it.
     let _guard = tracing::subscriber::set_default(subscriber);
-    let gw = gateway(&mode("reject"), &fake).await;
-    gw.gateway.refresh_facts().await;
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
-    let warnings: Vec<_> = text.lines().filter(|l| l.contains("/v1/models")).collect();
-    assert_eq!(warnings.len(), 1, "logged once: {text}");
-    assert!(warnings[0].contains("WARN"), "{text}");
-    assert!(warnings[0].contains("401"), "{text}");
-    assert!(warnings[0].contains("vllm.api_key_file"), "{text}");
-    assert!(!text.contains("sk-up"), "{text}");
+    let file = std::env::temp_dir().join(format!("mmgate-wrong-key-{}", std::process::id()));
+    std::fs::write(&file, "sk-wrong\n").unwrap();
+    let wrong = format!("[vllm]\napi_key_file = {:?}\n", file.display().to_string());
+    for (policy, hint) in [
+        (String::new(), "needs its key in vllm.api_key_file"),
+        (wrong, "it refused the key in vllm.api_key_file"),
+    ] {
+        logs.0.lock().unwrap().clear();
+        let gw = gateway(&format!("{}{policy}", mode("reject")), &fake).await;
+        gw.gateway.refresh_facts().await;
+        let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+        let warnings: Vec<_> = text.lines().filter(|l| l.contains("/v1/models")).collect();
+        assert_eq!(warnings.len(), 1, "logged once: {text}");
+        assert!(warnings[0].contains("WARN"), "{text}");
+        assert!(warnings[0].contains("answered 401"), "{text}");
+        assert!(warnings[0].contains(hint), "{hint} in {text}");
+        assert!(
+            !text.contains("sk-wrong"),
+            "the key is never logged: {text}"
+        );
+    }
+    let _ = std::fs::remove_file(file);
 }
 
 #[tokio::test]

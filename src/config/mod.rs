@@ -132,6 +132,19 @@ pub struct Vllm {
     pub discovery_key: Option<HeaderValue>,
 }
 
+/// `Bearer KEY` as a sensitive header value whose bytes are the key's Latin-1 encoding:
+/// vLLM reads a field's bytes as Latin-1 and hashes the key as UTF-8, so that is how a
+/// non-ASCII key matches. `None` for a key no field can carry.
+fn bearer_latin1(key: &str) -> Option<HeaderValue> {
+    let mut bytes = b"Bearer ".to_vec();
+    for c in key.chars() {
+        bytes.push(u8::try_from(u32::from(c)).ok()?);
+    }
+    let mut value = HeaderValue::from_bytes(&bytes).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
+
 /// Why a policy could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -229,17 +242,14 @@ impl Config {
             &mut p,
         );
         let discovery_key = secrets.first().and_then(|k| {
-            let value = HeaderValue::from_str(&format!("Bearer {k}"));
-            if value.is_err() {
+            let value = bearer_latin1(k);
+            if value.is_none() {
                 p.add(
                     "vllm",
-                    "the upstream's key (api_key_file or api_key_env) cannot be sent in a header field",
+                    "the upstream's key (api_key_file or api_key_env) cannot be sent in a header field as vLLM reads one (Latin-1, no control characters)",
                 );
             }
-            value.ok().map(|mut v| {
-                v.set_sensitive(true);
-                v
-            })
+            value
         });
         let vllm = Vllm {
             facts: UpstreamFacts {

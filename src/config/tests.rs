@@ -196,6 +196,8 @@ fn the_upstreams_api_keys_are_read_as_digests() {
         .expect("the file's key is sent with discovery");
     assert_eq!(sent, "Bearer sk-vllm");
     assert!(sent.is_sensitive());
+    assert_eq!(bearer_latin1("é").unwrap().as_bytes(), b"Bearer \xe9");
+    assert!(bearer_latin1("€").is_none() && bearer_latin1("a\u{7}b").is_none());
     let only_digest = format!("{MINIMAL}\n[vllm]\napi_key_sha256 = [\"{one}\"]\n");
     assert!(Config::parse(&only_digest)
         .unwrap()

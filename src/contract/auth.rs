@@ -5,8 +5,9 @@
 //! (the scheme in any case, one space, then the key as sent) for one of the server's keys.
 //!
 //! Keys are compared as vLLM compares them: SHA-256 digests, in constant time. The field's
-//! bytes are read as Latin-1 and the key hashed as UTF-8 (Starlette, then vLLM), so a key
-//! sent as raw non-ASCII bytes does not match, as on the real server.
+//! bytes are read as Latin-1 and the key hashed as UTF-8 (Starlette, then vLLM): a non-ASCII
+//! key matches when sent as Latin-1 bytes, not when sent as its UTF-8 bytes, as on the real
+//! server.
 
 use http::{header, HeaderMap, Method};
 use sha2::{Digest, Sha256};
