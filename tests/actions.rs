@@ -523,11 +523,7 @@ async fn reject_answers_vllms_401_first_when_the_upstreams_key_is_missing() {
 
 #[tokio::test]
 async fn model_discovery_sends_the_upstreams_key_when_the_policy_gives_it() {
-    let opts = FakeOpts {
-        api_key: Some("sk-up"),
-        ..Default::default()
-    };
-    let fake = FakeVllm::start_with(opts).await;
+    let fake = FakeVllm::with_api_key("sk-up").await;
     let file = std::env::temp_dir().join(format!("mmgate-up-key-{}", std::process::id()));
     std::fs::write(&file, "sk-up\n").unwrap();
     let digest = hex::encode(mmgate::config::digest("sk-up"));
@@ -586,11 +582,7 @@ impl tracing_subscriber::fmt::MakeWriter<'_> for Captured {
 
 #[tokio::test]
 async fn a_failed_model_discovery_is_logged_once_with_why() {
-    let opts = FakeOpts {
-        api_key: Some("sk-up"),
-        ..Default::default()
-    };
-    let fake = FakeVllm::start_with(opts).await;
+    let fake = FakeVllm::with_api_key("sk-up").await;
     let logs = Captured::default();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(logs.clone())

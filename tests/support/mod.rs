@@ -102,6 +102,16 @@ impl FakeVllm {
         FakeVllm { addr, state }
     }
 
+    /// A fake that wants `Authorization: Bearer KEY` on `/v1` and `/v2`, like vLLM's
+    /// `--api-key`.
+    pub async fn with_api_key(key: &'static str) -> Self {
+        Self::start_with(FakeOpts {
+            api_key: Some(key),
+            ..Default::default()
+        })
+        .await
+    }
+
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
