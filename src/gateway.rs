@@ -10,7 +10,7 @@ use arc_swap::ArcSwap;
 use axum::body::Body;
 use bytes::Bytes;
 use futures_util::FutureExt;
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::{header, HeaderValue, Request, Response};
 use tokio::time::Instant;
 
 use crate::body::{collect_limited, declared_length, Held, InFlight, Tracked};
@@ -30,7 +30,7 @@ use crate::metrics::Metrics;
 use crate::pool::Pool;
 use crate::record::{ClientRequests, Outcome, Recorder};
 use crate::rewrite::{nullify, strip};
-use crate::upstream::{ResponseFields, SliceBody, Unread, Upstream};
+use crate::upstream::{ResponseFields, SliceBody, Upstream};
 
 /// The response header that lists the fields mmgate removed.
 pub const STRIPPED_HEADER: &str = "x-mmgate-stripped";
@@ -184,14 +184,10 @@ impl Gateway {
                 Err(why) => {
                     facts.served_models = None;
                     if !self.models_unread.swap(true, Ordering::Relaxed) {
-                        let hint = match (&why, key) {
-                            (Unread::Status(StatusCode::UNAUTHORIZED), None) => " (an upstream started with --api-key needs its key in vllm.api_key_file or vllm.api_key_env)",
-                            (Unread::Status(StatusCode::UNAUTHORIZED), Some(_)) => " (it refused the key in vllm.api_key_file or vllm.api_key_env)",
-                            _ => "",
-                        };
                         tracing::warn!(
                             upstream = %self.upstream().authority(),
-                            "cannot read the served models from /v1/models: {why}{hint}; vLLM's unknown-model check is skipped until they can be read, or list them in vllm.served_models"
+                            "cannot read the served models from /v1/models: {why}{}; vLLM's unknown-model check is skipped until they can be read, or list them in vllm.served_models",
+                            why.hint(key.is_some())
                         );
                     }
                 }

@@ -271,6 +271,22 @@ pub enum Unread {
     NotAList,
 }
 
+impl Unread {
+    /// What the operator can do about it, when that is known: a 401 is vLLM's own
+    /// `--api-key` check, which wants the key the policy gives (`keyed`) or lacks.
+    pub fn hint(&self, keyed: bool) -> &'static str {
+        match (self, keyed) {
+            (Unread::Status(StatusCode::UNAUTHORIZED), false) => {
+                " (an upstream started with --api-key needs its key in vllm.api_key_file or vllm.api_key_env)"
+            }
+            (Unread::Status(StatusCode::UNAUTHORIZED), true) => {
+                " (it refused the key in vllm.api_key_file or vllm.api_key_env)"
+            }
+            _ => "",
+        }
+    }
+}
+
 /// A TLS configuration that trusts nothing, for members reached over plain HTTP (the
 /// connector needs one, and never uses it for `http://`).
 fn plain_only() -> rustls::ClientConfig {

@@ -187,43 +187,40 @@ pub(super) fn key_digests(
     let path = c.path().to_string();
     let mut keys = Vec::new();
     let mut secrets = Vec::new();
-    let [sha256, file_name, env_name] = names;
-    let name = sha256;
-    for (i, hex_digest) in c.strings(name, p).unwrap_or_default().iter().enumerate() {
+    let [sha256, file_key, env_key] = names;
+    for (i, hex_digest) in c.strings(sha256, p).unwrap_or_default().iter().enumerate() {
         match hex::decode(hex_digest.trim())
             .ok()
             .and_then(|b| KeyDigest::try_from(b).ok())
         {
             Some(d) => keys.push(d),
             None => p.add(
-                &format!("{path}.{name}[{i}]"),
+                &format!("{path}.{sha256}[{i}]"),
                 "not a SHA-256 hex digest (64 hex digits; see `mmgate hash-key`)",
             ),
         }
     }
-    let name = file_name;
-    if let Some(file) = c.str(name, p) {
+    if let Some(file) = c.str(file_key, p) {
         match std::fs::read_to_string(file) {
             Ok(k) if !k.trim().is_empty() => {
                 keys.push(digest(&k));
                 secrets.push(k.trim().to_string());
             }
-            Ok(_) => p.add(&format!("{path}.{name}"), format!("{file} is empty")),
+            Ok(_) => p.add(&format!("{path}.{file_key}"), format!("{file} is empty")),
             Err(e) => p.add(
-                &format!("{path}.{name}"),
+                &format!("{path}.{file_key}"),
                 format!("cannot read {file}: {e}"),
             ),
         }
     }
-    let name = env_name;
-    if let Some(var) = c.str(name, p) {
+    if let Some(var) = c.str(env_key, p) {
         match std::env::var(var) {
             Ok(k) if !k.trim().is_empty() => {
                 keys.push(digest(&k));
                 secrets.push(k.trim().to_string());
             }
             _ => p.add(
-                &format!("{path}.{name}"),
+                &format!("{path}.{env_key}"),
                 format!("environment variable {var} is not set or empty"),
             ),
         }
