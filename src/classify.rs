@@ -2,7 +2,8 @@
 //!
 //! The path is percent-decoded before matching (`/v1/chat/%63ompletions` and
 //! `/v1/chat%2Fcompletions` reach the chat handler), the query is ignored, and matching is
-//! exact and case-sensitive. A path with trailing slashes is not gated: Starlette answers it
+//! exact and case-sensitive. Under vLLM's `--root-path` ([`RootPath`]) a path that starts
+//! with it is matched without it, and any other path as it is. A path with trailing slashes is not gated: Starlette answers it
 //! with a 307 redirect to the slash-less path without running the handler (checked against
 //! the real server), and the redirected request is gated when it comes back. Anything that
 //! is not a POST to a gated path passes through ungated.
@@ -116,19 +117,51 @@ pub enum Route {
     Ungated,
 }
 
-/// Classifies a request by method and path (the path may carry a query; it is ignored).
-pub fn classify(method: &Method, path_and_query: &str) -> Route {
+/// vLLM's `--root-path` (FastAPI's `root_path`), which Starlette takes off the front of a
+/// request's path before routing. Empty when the server was started without one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RootPath(Box<[u8]>);
+
+impl RootPath {
+    /// The root path vLLM was started with (`""`: none).
+    pub fn new(root: &str) -> Self {
+        RootPath(root.as_bytes().into())
+    }
+
+    /// The path Starlette routes by (`get_route_path`): a path that is the root path routes
+    /// as `""`, one that continues it with `/` without it, and any other as it is.
+    pub fn route<'p>(&self, path: &'p [u8]) -> &'p [u8] {
+        match path.strip_prefix(&*self.0) {
+            Some(rest) if !self.0.is_empty() && (rest.is_empty() || rest[0] == b'/') => rest,
+            _ => path,
+        }
+    }
+
+    /// The path vLLM's `--api-key` check looks at: the root path taken off the front as a
+    /// plain prefix (`str.removeprefix`), whatever follows it.
+    pub fn strip<'p>(&self, path: &'p [u8]) -> &'p [u8] {
+        path.strip_prefix(&*self.0).unwrap_or(path)
+    }
+}
+
+/// The percent-decoded path of a request target, its query left out.
+pub fn decoded_path(path_and_query: &str) -> std::borrow::Cow<'_, [u8]> {
+    let path = path_and_query.split('?').next().unwrap_or("");
+    if path.contains('%') {
+        percent_encoding::percent_decode_str(path).into()
+    } else {
+        path.as_bytes().into()
+    }
+}
+
+/// Classifies a request by method and path (the path may carry a query; it is ignored), as
+/// a server started with `root` routes it.
+pub fn classify(method: &Method, path_and_query: &str, root: &RootPath) -> Route {
     if method != Method::POST {
         return Route::Ungated;
     }
-    let path = path_and_query.split('?').next().unwrap_or("");
-    let kind = if path.contains('%') {
-        let decoded: std::borrow::Cow<'_, [u8]> = percent_encoding::percent_decode_str(path).into();
-        RouteKind::from_path(&decoded)
-    } else {
-        RouteKind::from_path(path.as_bytes())
-    };
-    kind.map_or(Route::Ungated, Route::Gated)
+    let path = decoded_path(path_and_query);
+    RouteKind::from_path(root.route(&path)).map_or(Route::Ungated, Route::Gated)
 }
 
 #[cfg(test)]
@@ -136,7 +169,11 @@ mod tests {
     use super::*;
 
     fn post(p: &str) -> Route {
-        classify(&Method::POST, p)
+        classify(&Method::POST, p, &RootPath::default())
+    }
+
+    fn under(root: &str, p: &str) -> Route {
+        classify(&Method::POST, p, &RootPath::new(root))
     }
 
     #[test]
@@ -177,9 +214,47 @@ mod tests {
             assert_eq!(post(p), Route::Ungated, "{p}");
         }
         assert_eq!(
-            classify(&Method::PUT, "/v1/chat/completions"),
+            classify(&Method::PUT, "/v1/chat/completions", &RootPath::default()),
             Route::Ungated
         );
+    }
+
+    #[test]
+    fn under_a_root_path_as_starlette_routes() {
+        let chat = Route::Gated(RouteKind::Chat);
+        // Checked against a render server started with `--root-path /api`.
+        assert_eq!(under("/api", "/api/v1/chat/completions"), chat);
+        assert_eq!(under("/api", "/v1/chat/completions"), chat);
+        assert_eq!(under("/api", "/%61pi/v1/chat/completions?x"), chat);
+        assert_eq!(
+            under("/api", "/api/tokenize"),
+            Route::Gated(RouteKind::Tokenize)
+        );
+        for p in [
+            "/api",
+            "/api/",
+            "/api//v1/chat/completions",
+            "/apix/v1/chat/completions",
+            "/api/api/v1/chat/completions",
+            "/API/v1/chat/completions",
+            "/api/v1/chat/completions/",
+        ] {
+            assert_eq!(under("/api", p), Route::Ungated, "{p}");
+        }
+        // `get_route_path`: a root path ending in `/` only strips where another `/` follows.
+        assert_eq!(under("/api/", "/api/v1/chat/completions"), Route::Ungated);
+        assert_eq!(under("/api/", "/api//v1/chat/completions"), chat);
+        assert_eq!(under("/", "//v1/chat/completions"), chat);
+    }
+
+    #[test]
+    fn the_key_check_takes_the_root_path_off_as_a_plain_prefix() {
+        let root = RootPath::new("/api");
+        assert_eq!(root.strip(b"/api/v1/models"), b"/v1/models");
+        assert_eq!(root.strip(b"/apiv1/models"), b"v1/models");
+        assert_eq!(root.strip(b"/v1/models"), b"/v1/models");
+        assert_eq!(RootPath::new("/").strip(b"/v1/models"), b"v1/models");
+        assert_eq!(RootPath::default().strip(b"/v1/models"), b"/v1/models");
     }
 
     #[test]

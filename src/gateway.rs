@@ -273,6 +273,7 @@ impl Gateway {
         let route = classify(
             req.method(),
             req.uri().path_and_query().map_or("/", |p| p.as_str()),
+            &self.config.vllm.root_path,
         );
         match route {
             Route::Ungated => {
@@ -425,7 +426,14 @@ impl Gateway {
     fn in_vllms_name(&self, req: &Request<Body>, error: GateError) -> Response<Body> {
         let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
         match &self.config.vllm.api_keys {
-            Some(keys) if !keys.admits(req.method(), path, req.headers()) => {
+            Some(keys)
+                if !keys.admits(
+                    req.method(),
+                    path,
+                    &self.config.vllm.root_path,
+                    req.headers(),
+                ) =>
+            {
                 GateError::UpstreamUnauthorized.to_response()
             }
             _ => error.to_response(),

@@ -418,7 +418,7 @@ fn inspect(path: &str, content_type: &str, models: Vec<String>, file: &str) -> E
         served_models: (!models.is_empty()).then_some(models),
         ..Default::default()
     };
-    let (verdict, findings) = match classify(&http::Method::POST, path) {
+    let (verdict, findings) = match classify(&http::Method::POST, path, &Default::default()) {
         Route::Gated(kind) => judge(
             kind,
             Head::content_type(Some(content_type.as_bytes())),

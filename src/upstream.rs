@@ -244,12 +244,16 @@ impl Upstream {
             .as_object()?
             .iter()
             .filter(|(_, ops)| ops.get("post").is_some())
-            .filter_map(
-                |(path, _)| match crate::classify::classify(&http::Method::POST, path) {
+            .filter_map(|(path, _)| {
+                match crate::classify::classify(
+                    &http::Method::POST,
+                    path,
+                    &crate::classify::RootPath::default(),
+                ) {
                     crate::classify::Route::Gated(kind) => Some(kind),
                     crate::classify::Route::Ungated => None,
-                },
-            )
+                }
+            })
             .collect();
         routes.sort();
         routes.dedup();

@@ -522,6 +522,59 @@ async fn reject_answers_vllms_401_first_when_the_upstreams_key_is_missing() {
 }
 
 #[tokio::test]
+async fn under_the_upstreams_root_path_prefixed_paths_are_gated_as_vllm_routes_them() {
+    let fake = FakeVllm::start().await;
+    let c = client();
+    let offending = chat(r#","mm_processor_kwargs":{"a":1}"#);
+    let prefixed = "/api/v1/chat/completions";
+    // Without `root_path`, vLLM would answer 404 to the prefixed path: forwarded unread.
+    let plain = gateway(&mode("strip"), &fake).await;
+    let r = post_json(&c, plain.addr, prefixed, &offending).await;
+    assert!(!r.headers.contains_key("x-mmgate-stripped"));
+    assert_eq!(fake.received()[0].body, offending.as_bytes());
+    fake.clear();
+    // Under `--root-path /api` it is the chat route: stripped, and forwarded to the path sent.
+    let root = "[vllm]\nroot_path = \"/api\"\n";
+    let strip = gateway(&format!("{}{root}", mode("strip")), &fake).await;
+    for path in [prefixed, "/%61pi/v1/chat/completions", CHAT] {
+        let r = post_json(&c, strip.addr, path, &offending).await;
+        assert_eq!(
+            r.headers["x-mmgate-stripped"], "mm_processor_kwargs",
+            "{path}"
+        );
+        let got = fake.received().pop().unwrap();
+        assert_eq!(
+            (got.path.as_str(), &got.body[..]),
+            (path, chat("").as_bytes())
+        );
+    }
+    for path in [
+        "/apix/v1/chat/completions",
+        "/api//v1/chat/completions",
+        "/api",
+    ] {
+        let r = post_json(&c, strip.addr, path, &offending).await;
+        assert!(!r.headers.contains_key("x-mmgate-stripped"), "{path}");
+    }
+    // vLLM's key check takes the root path off first: 401 on `/api/v1/...` without the key,
+    // the gate's 400 on `/api/tokenize`, which it does not guard.
+    let digest = hex::encode(mmgate::config::digest("sk-up"));
+    let policy = format!("{}{root}api_key_sha256 = [\"{digest}\"]\n", mode("reject"));
+    let reject = gateway(&policy, &fake).await;
+    let r = post_json(&c, reject.addr, prefixed, &offending).await;
+    assert_eq!(
+        (r.status.as_u16(), r.text()),
+        (401, r#"{"error":"Unauthorized"}"#.into())
+    );
+    let tok = r#"{"model":"tiny","prompt":"hi","mm_processor_kwargs":{"a":1}}"#;
+    let r = post_json(&c, reject.addr, "/api/tokenize", tok).await;
+    assert_eq!(
+        (r.status.as_u16(), r.text()),
+        (400, GATE_BODY_MM_PROCESSOR_KWARGS.to_string())
+    );
+}
+
+#[tokio::test]
 async fn model_discovery_sends_the_upstreams_key_when_the_policy_gives_it() {
     let fake = FakeVllm::with_api_key("sk-up").await;
     let file = std::env::temp_dir().join(format!("mmgate-up-key-{}", std::process::id()));

@@ -56,7 +56,8 @@ fn library_agrees_with_vllm() {
             ),
             ..Default::default()
         };
-        let route = mmgate::classify::classify(&c.method.parse().unwrap(), &c.path);
+        let route =
+            mmgate::classify::classify(&c.method.parse().unwrap(), &c.path, &Default::default());
         let verdict = match route {
             mmgate::classify::Route::Gated(kind) => {
                 judge(kind, c.head(), &c.body, DEFAULT_MAX_DEPTH, &facts).0
@@ -205,7 +206,7 @@ async fn gateway_in_strip_mode_never_yields_a_gate_rejection() {
         }
         for r in fake.received() {
             // What reached the upstream must pass an untrusted vLLM's gate.
-            let route = mmgate::classify::classify(&r.method, &r.path);
+            let route = mmgate::classify::classify(&r.method, &r.path, &Default::default());
             if let mmgate::classify::Route::Gated(kind) = route {
                 let ct = r.headers.get("content-type").map(|v| v.as_bytes());
                 let (v, _) = judge(

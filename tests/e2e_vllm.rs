@@ -243,7 +243,8 @@ fn deterministic(c: &Case) -> bool {
 /// at the edge because the body cannot be inspected).
 fn strip_decision(c: &Case) -> Option<Vec<u8>> {
     use mmgate::decide::{decide, Action, Mode, OnUnclassifiable};
-    let route = mmgate::classify::classify(&c.method.parse().unwrap(), &c.path);
+    let route =
+        mmgate::classify::classify(&c.method.parse().unwrap(), &c.path, &Default::default());
     let mmgate::classify::Route::Gated(kind) = route else {
         return Some(c.body.clone());
     };
@@ -272,7 +273,8 @@ fn strip_decision(c: &Case) -> Option<Vec<u8>> {
 /// (a wrong content type gets vLLM's very body).
 fn own_words(c: &Case) -> bool {
     use mmgate::contract::{Invalid, Verdict};
-    let route = mmgate::classify::classify(&c.method.parse().unwrap(), &c.path);
+    let route =
+        mmgate::classify::classify(&c.method.parse().unwrap(), &c.path, &Default::default());
     let mmgate::classify::Route::Gated(kind) = route else {
         return false;
     };
@@ -474,42 +476,119 @@ fn probe(target: SocketAddr, expect: &str, failures: &mut Vec<String>) {
     }
 }
 
-/// A reject gateway that knows the key of a render server started with `--api-key` answers
-/// as that server does: its 401 before the gate on `/v1/...`, the gate's 400 with the key and
-/// on paths it does not guard, and (model discovery sending the key) its 404 for an unknown
-/// model.
+/// A reject gateway that knows the key and the root path of a render server started with
+/// `--api-key` and `--root-path /api` answers as that server does: its 401 before the gate on
+/// `/v1/...` and `/api/v1/...`, the gate's 400 with the key and on paths it does not guard,
+/// (model discovery sending the key) its 404 for an unknown model, and its own 404 (the path
+/// forwarded) where the root path is not followed by `/`.
 async fn keyed(client: &TestClient, direct: SocketAddr, g: &Gate, failures: &mut Vec<String>) {
     let msgs = r#""messages":[{"role":"user","content":"hi"}]"#;
     let offending = format!(r#"{{"model":"tiny",{msgs},"mm_processor_kwargs":{{"a":1}}}}"#);
     let unknown = format!(r#"{{"model":"nope",{msgs},"mm_processor_kwargs":{{"a":1}}}}"#);
     let tokenize = r#"{"model":"tiny","prompt":"hi","mm_processor_kwargs":{"a":1}}"#;
     let render = "/v1/chat/completions/render";
+    // (path, Authorization, body, answered at the edge rather than forwarded)
     let cases = [
-        (render, None, offending.as_str()),
-        (render, Some("Bearer sk-e2e"), &offending),
-        (render, Some("bEaReR sk-e2e"), &offending),
-        (render, Some("Bearer  sk-e2e"), &offending),
-        (render, Some("Basic sk-e2e"), &offending),
-        (render, Some("Bearer sk-other"), &offending),
-        (render, Some(""), &offending),
-        ("/%761/chat/completions/render", None, &offending),
-        (render, Some("Bearer sk-e2e"), &unknown),
-        ("/tokenize", None, tokenize),
+        (render, None, offending.as_str(), true),
+        (render, Some("Bearer sk-e2e"), &offending, true),
+        (render, Some("bEaReR sk-e2e"), &offending, true),
+        (render, Some("Bearer  sk-e2e"), &offending, true),
+        (render, Some("Basic sk-e2e"), &offending, true),
+        (render, Some("Bearer sk-other"), &offending, true),
+        (render, Some(""), &offending, true),
+        ("/%761/chat/completions/render", None, &offending, true),
+        (render, Some("Bearer sk-e2e"), &unknown, false),
+        ("/tokenize", None, tokenize, true),
+        ("/api/v1/chat/completions/render", None, &offending, true),
+        (
+            "/api/v1/chat/completions/render",
+            Some("Bearer sk-e2e"),
+            &offending,
+            true,
+        ),
+        (
+            "/%61pi/v1/chat/completions/render",
+            Some("Bearer sk-e2e"),
+            &offending,
+            true,
+        ),
+        ("/api/tokenize", None, tokenize, true),
+        (
+            "/apix/v1/chat/completions/render",
+            Some("Bearer sk-e2e"),
+            &offending,
+            false,
+        ),
+        (
+            "/api//v1/chat/completions/render",
+            Some("Bearer sk-e2e"),
+            &offending,
+            false,
+        ),
+        ("/api", Some("Bearer sk-e2e"), &offending, false),
     ];
-    for (path, auth, body) in cases {
+    let mut rejected = rejected_total(client, g).await;
+    for (path, auth, body, edge) in cases {
         let mut headers = vec![("content-type", "application/json")];
         headers.extend(auth.map(|a| ("authorization", a)));
         let want = send(client, direct, "POST", path, &headers, body.to_string()).await;
         let got = send(client, g.addr, "POST", path, &headers, body.to_string()).await;
-        if (got.status, &got.body) != (want.status, &want.body) {
+        let now = rejected_total(client, g).await;
+        if (got.status, &got.body) != (want.status, &want.body) || (now > rejected) != edge {
             failures.push(format!(
-                "keyed {path} {auth:?}: vLLM {} {}, mmgate {} {}",
+                "keyed {path} {auth:?}: vLLM {} {}, mmgate {} {} (at the edge: {}, expected {edge})",
                 want.status,
                 want.text(),
                 got.status,
-                got.text()
+                got.text(),
+                now > rejected
             ));
         }
+        rejected = now;
+    }
+}
+
+/// How many requests the gateway has answered at the edge (`outcome="rejected"`).
+async fn rejected_total(client: &TestClient, g: &Gate) -> f64 {
+    let text = send(client, g.admin, "GET", "/metrics", &[], String::new())
+        .await
+        .text();
+    text.lines()
+        .filter(|l| l.starts_with("mmgate_requests_total{") && l.contains(r#"outcome="rejected""#))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A strip gateway that knows the server's root path strips a request sent under it: vLLM
+/// answers it as it answers the request without the field (ids aside).
+async fn rooted_strip(
+    client: &TestClient,
+    direct: SocketAddr,
+    g: &Gate,
+    failures: &mut Vec<String>,
+) {
+    let msgs = r#""model":"tiny","messages":[{"role":"user","content":"hi"}]"#;
+    let offending = format!(r#"{{{msgs},"mm_processor_kwargs":{{"a":1}}}}"#);
+    let clean = format!("{{{msgs}}}");
+    let headers = [
+        ("content-type", "application/json"),
+        ("authorization", "Bearer sk-e2e"),
+    ];
+    let path = "/api/v1/chat/completions/render";
+    let want = send(client, direct, "POST", path, &headers, clean).await;
+    let got = send(client, g.addr, "POST", path, &headers, offending).await;
+    let stripped = got.headers.get("x-mmgate-stripped").is_some();
+    if want.status != 200
+        || !stripped
+        || (got.status, normalized(&got.body)) != (want.status, normalized(&want.body))
+    {
+        failures.push(format!(
+            "rooted strip {path}: vLLM (clean body) {} {}, mmgate {} {}",
+            want.status,
+            want.text(),
+            got.status,
+            got.text()
+        ));
     }
 }
 
@@ -625,7 +704,7 @@ async fn real_vllm_end_to_end() {
         "render-keyed",
         "render",
         None,
-        &["--api-key", "sk-e2e"],
+        &["--api-key", "sk-e2e", "--root-path", "/api"],
     );
     let mut serve_u = start_vllm(&o, &dir, "serve-untrusted", "serve", None, &[]);
     let mut serve_t = start_vllm(&o, &dir, "serve-trusted", "serve", None, &trust);
@@ -737,13 +816,17 @@ async fn real_vllm_end_to_end() {
     let key_file = dir.join("upstream-key");
     std::fs::write(&key_file, "sk-e2e\n").unwrap();
     let vllm = format!(
-        "[vllm]\napi_key_file = {:?}\n",
+        "[vllm]\napi_key_file = {:?}\nroot_path = \"/api\"\n",
         key_file.display().to_string()
     );
     let mut keyed_reject =
         start_gateway_with(&dir, "keyed-reject", "reject", render_keyed.addr, &vllm);
+    let mut keyed_strip =
+        start_gateway_with(&dir, "keyed-strip", "strip", render_keyed.addr, &vllm);
     wait_gateway(&client, &mut keyed_reject).await;
+    wait_gateway(&client, &mut keyed_strip).await;
     keyed(&client, render_keyed.addr, &keyed_reject, &mut failures).await;
+    rooted_strip(&client, render_keyed.addr, &keyed_strip, &mut failures).await;
     println!("end-to-end suite took {:?}", started.elapsed());
     assert!(
         failures.is_empty(),

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use http::{HeaderValue, Uri};
 
-use crate::classify::RouteKind;
+use crate::classify::{RootPath, RouteKind};
 use crate::contract::{ApiKeys, UpstreamFacts};
 use crate::decide::{Mode, OnUnclassifiable};
 pub use clients::{digest, ClientConfig, Identity, KeyDigest, Rate, Unknown};
@@ -130,6 +130,9 @@ pub struct Vllm {
     /// `Bearer KEY` for the first upstream key the policy gives as a key (a file or an
     /// environment variable, not a digest): sent with model discovery.
     pub discovery_key: Option<HeaderValue>,
+    /// The upstream's `--root-path`: requests are classified, and its key check applied,
+    /// as that server routes and checks them.
+    pub root_path: RootPath,
 }
 
 /// `Bearer KEY` as a sensitive header value whose bytes are the key's Latin-1 encoding:
@@ -272,6 +275,7 @@ impl Config {
             discover_routes: v.bool("discover_routes", &mut p).unwrap_or(true),
             api_keys: (!api_keys.is_empty()).then(|| ApiKeys::new(api_keys)),
             discovery_key,
+            root_path: root_path(&mut v, &mut p),
         };
         v.finish(&mut p);
         let log = log_policy(root.section("log", &mut p), &mut p);
@@ -354,6 +358,24 @@ fn gate(mut s: Section<'_>, p: &mut Problems) -> Gate {
     Gate {
         modes,
         on_unclassifiable,
+    }
+}
+
+/// `[vllm] root_path`: the upstream's `--root-path` as given to it (`""`: none). Any other
+/// without a leading `/` would change nothing in vLLM, so it is taken for a mistake.
+fn root_path(s: &mut Section<'_>, p: &mut Problems) -> RootPath {
+    match s.str("root_path", p) {
+        Some(r) if !r.is_empty() && !r.starts_with('/') => {
+            p.add(
+                "vllm.root_path",
+                format!(
+                    "\"{r}\" does not start with \"/\" (vLLM matches it against request paths)"
+                ),
+            );
+            RootPath::default()
+        }
+        Some(r) => RootPath::new(r),
+        None => RootPath::default(),
     }
 }
 

@@ -222,6 +222,25 @@ fn the_upstreams_api_keys_are_read_as_digests() {
 }
 
 #[test]
+fn the_upstreams_root_path_needs_a_leading_slash() {
+    use crate::classify::RootPath;
+    let root = |r: &str| Config::parse(&format!("{MINIMAL}\n[vllm]\nroot_path = \"{r}\"\n"));
+    assert_eq!(
+        Config::parse(MINIMAL).unwrap().vllm.root_path,
+        RootPath::default()
+    );
+    assert_eq!(root("").unwrap().vllm.root_path, RootPath::default());
+    assert_eq!(root("/api").unwrap().vllm.root_path, RootPath::new("/api"));
+    let Err(ConfigError::Invalid(problems)) = root("api") else {
+        panic!("expected problems")
+    };
+    assert!(
+        problems[0].starts_with("vllm.root_path: \"api\" does not start with \"/\""),
+        "{problems:?}"
+    );
+}
+
+#[test]
 fn shipped_trusted_pool_policy_loads() {
     let text = include_str!("../../policies/trusted-pool.toml");
     let c = Config::parse(text).unwrap();

@@ -1,6 +1,6 @@
 //! vLLM's own `--api-key` check (`AuthenticationMiddleware`), which runs before anything
 //! else: on a path under `/v1`, `/v2`, `/inference` or `/cohere` (percent-decoded, as
-//! Starlette sees it), any method but OPTIONS, a request is answered
+//! Starlette sees it, and with vLLM's `--root-path` taken off its front), any method but OPTIONS, a request is answered
 //! `401 {"error":"Unauthorized"}` unless its first `Authorization` field is `Bearer KEY`
 //! (the scheme in any case, one space, then the key as sent) for one of the server's keys.
 //!
@@ -13,6 +13,7 @@ use http::{header, HeaderMap, Method};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::classify::{decoded_path, RootPath};
 use crate::config::KeyDigest;
 
 /// vLLM's body for a request its `--api-key` check refuses.
@@ -34,8 +35,14 @@ impl ApiKeys {
     }
 
     /// Whether vLLM lets the request past its key check (`false`: it answers 401).
-    pub fn admits(&self, method: &Method, path_and_query: &str, headers: &HeaderMap) -> bool {
-        if method == Method::OPTIONS || !guarded(path_and_query) {
+    pub fn admits(
+        &self,
+        method: &Method,
+        path_and_query: &str,
+        root: &RootPath,
+        headers: &HeaderMap,
+    ) -> bool {
+        if method == Method::OPTIONS || !guarded(path_and_query, root) {
             return true;
         }
         let Some(presented) = headers
@@ -52,11 +59,12 @@ impl ApiKeys {
     }
 }
 
-/// Whether the path (its query left out, percent-decoded) starts with a guarded prefix.
-fn guarded(path_and_query: &str) -> bool {
-    let path = path_and_query.split('?').next().unwrap_or("");
-    let decoded: std::borrow::Cow<'_, [u8]> = percent_encoding::percent_decode_str(path).into();
-    GUARDED.iter().any(|p| decoded.starts_with(p))
+/// Whether the path (its query left out, percent-decoded, the root path taken off) starts
+/// with a guarded prefix.
+fn guarded(path_and_query: &str, root: &RootPath) -> bool {
+    let decoded = decoded_path(path_and_query);
+    let path = root.strip(&decoded);
+    GUARDED.iter().any(|p| path.starts_with(p))
 }
 
 /// The digest of the key in an `Authorization` value, if it names the Bearer scheme: the
@@ -99,11 +107,15 @@ mod tests {
     }
 
     fn admits(keys: &ApiKeys, path: &str, auth: &[&[u8]]) -> bool {
+        admits_under(keys, "", path, auth)
+    }
+
+    fn admits_under(keys: &ApiKeys, root: &str, path: &str, auth: &[&[u8]]) -> bool {
         let mut h = HeaderMap::new();
         for a in auth {
             h.append(header::AUTHORIZATION, HeaderValue::from_bytes(a).unwrap());
         }
-        keys.admits(&Method::POST, path, &h)
+        keys.admits(&Method::POST, path, &RootPath::new(root), &h)
     }
 
     #[test]
@@ -131,9 +143,33 @@ mod tests {
             assert!(admits(&k, path, &[]), "{path}");
         }
         let mut h = HeaderMap::new();
-        assert!(k.admits(&Method::OPTIONS, "/v1/chat/completions", &h));
+        let none = RootPath::default();
+        assert!(k.admits(&Method::OPTIONS, "/v1/chat/completions", &none, &h));
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer x"));
-        assert!(!k.admits(&Method::GET, "/v1/models", &h));
+        assert!(!k.admits(&Method::GET, "/v1/models", &none, &h));
+    }
+
+    #[test]
+    fn the_root_path_is_taken_off_first() {
+        // Checked against a render server started with `--root-path /api --api-key`.
+        let k = keys(&["sk-one"]);
+        for path in [
+            "/api/v1/chat/completions",
+            "/%61pi/v1/chat/completions",
+            "/v1/chat/completions",
+        ] {
+            assert!(!admits_under(&k, "/api", path, &[]), "{path}");
+            assert!(
+                admits_under(&k, "/api", path, &[b"Bearer sk-one"]),
+                "{path}"
+            );
+        }
+        // `removeprefix`: what follows the root path need not start with `/`.
+        for path in ["/api/tokenize", "/apiv1/chat/completions", "/api"] {
+            assert!(admits_under(&k, "/api", path, &[]), "{path}");
+        }
+        // A root path of `/` leaves no path starting with `/v1`.
+        assert!(admits_under(&k, "/", "/v1/chat/completions", &[]));
     }
 
     #[test]
