@@ -1,0 +1,199 @@
+//! SageMaker's `/invocations`: dispatch by the body's shape and its session layer.
+
+use super::*;
+
+/// `/invocations` tries only the request types of the handlers the server has: on a pooling
+/// server a chat-shaped body is an embedding request (whose model neither checks
+/// `tool_choice` nor types `tools`), so its kwargs meet the gate.
+#[test]
+fn invocations_dispatch_to_the_types_the_server_has() {
+    let body = r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","fn":{}}],"tool_choice":"auto","mm_processor_kwargs":{"a":1}}"#;
+    let generating = UpstreamFacts {
+        served_routes: Some(vec![
+            RouteKind::Chat,
+            RouteKind::Completions,
+            RouteKind::Invocations,
+        ]),
+        ..Default::default()
+    };
+    assert!(matches!(
+        v(RouteKind::Invocations, body, &generating),
+        Verdict::Invalid(_)
+    ));
+    let pooling = UpstreamFacts {
+        served_routes: Some(vec![
+            RouteKind::Embeddings,
+            RouteKind::Pooling,
+            RouteKind::Invocations,
+        ]),
+        ..Default::default()
+    };
+    assert_eq!(
+        v(RouteKind::Invocations, body, &pooling),
+        Verdict::Reject(Field::MmProcessorKwargs)
+    );
+}
+
+/// A body no request type of the server's handlers takes is vLLM's "Cannot find suitable
+/// handler": it reaches vLLM as sent, kwargs and all (vLLM refuses it before any gate).
+#[test]
+fn invocations_without_a_taking_type_have_no_handler() {
+    let pooling = UpstreamFacts {
+        served_routes: Some(vec![
+            RouteKind::Embeddings,
+            RouteKind::Pooling,
+            RouteKind::Score,
+            RouteKind::Rerank,
+            RouteKind::Invocations,
+        ]),
+        ..Default::default()
+    };
+    let texts = r#"{"model":"tiny","texts":["hi"],"mm_processor_kwargs":{"a":1}}"#;
+    let verdict = v(RouteKind::Invocations, texts, &pooling);
+    assert_eq!(verdict, Verdict::Invalid(Invalid::NoHandler));
+    let Verdict::Invalid(inv) = verdict else {
+        unreachable!()
+    };
+    assert_eq!(inv.mistyped_gated(), &Field::ALL, "forwarded as sent");
+    // A render server has no /invocations handler at all.
+    let render = UpstreamFacts {
+        served_routes: Some(vec![RouteKind::ChatRender, RouteKind::Invocations]),
+        ..Default::default()
+    };
+    let chat = r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"mm_processor_kwargs":{"a":1}}"#;
+    assert_eq!(
+        v(RouteKind::Invocations, chat, &render),
+        Verdict::Invalid(Invalid::NoHandler)
+    );
+    // The handlers unknown, the type the body's shape names judges it.
+    assert_eq!(
+        v(RouteKind::Invocations, chat, &UpstreamFacts::default()),
+        Verdict::Reject(Field::MmProcessorKwargs)
+    );
+}
+
+/// SageMaker's adapter injection replaces an `/invocations` body's `model` (with the adapter
+/// header's value, null without one): neither its type nor an unknown name is refused there,
+/// but an unknown adapter header is.
+#[test]
+fn invocations_bodies_name_no_model() {
+    let up = UpstreamFacts {
+        served_models: Some(vec!["tiny".into()]),
+        served_routes: Some(vec![
+            RouteKind::Chat,
+            RouteKind::Completions,
+            RouteKind::Invocations,
+        ]),
+        ..Default::default()
+    };
+    for model in [r#""nope""#, "5"] {
+        let body = format!(
+            r#"{{"model":{model},"messages":[{{"role":"user","content":"hi"}}],"mm_processor_kwargs":{{"a":1}}}}"#
+        );
+        assert_eq!(
+            v(RouteKind::Invocations, &body, &up),
+            Verdict::Reject(Field::MmProcessorKwargs),
+            "{model}"
+        );
+        assert!(matches!(
+            v(RouteKind::Chat, &body, &up),
+            Verdict::Invalid(_)
+        ));
+    }
+    // The adapter header's value is the model then, checked as a body's is elsewhere
+    // (Latin-1 text, as Starlette decodes it; an empty one names none). Checked against
+    // the generating server.
+    let body = br#"{"model":"nope","messages":[{"role":"user","content":"hi"}],"mm_processor_kwargs":{"a":1}}"#;
+    let judged = |adapter: Option<&[u8]>| {
+        let head = Head {
+            content_type: Some(b"application/json"),
+            adapter,
+            ..Head::default()
+        };
+        judge(RouteKind::Invocations, head, body, 970, &up).0
+    };
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    assert_eq!(judged(Some(b"tiny")), gate);
+    assert_eq!(judged(Some(b"")), gate);
+    assert_eq!(judged(None), gate);
+    assert_eq!(
+        judged(Some(b"caf\xe9")),
+        Verdict::Invalid(Invalid::UnknownModel("café".into()))
+    );
+    // Only on /invocations.
+    let head = Head {
+        content_type: Some(b"application/json"),
+        adapter: Some(b"nope"),
+        ..Head::default()
+    };
+    let chat = br#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"mm_processor_kwargs":{"a":1}}"#;
+    assert_eq!(judge(RouteKind::Chat, head, chat, 970, &up).0, gate);
+}
+
+/// SageMaker's session layer reads an `/invocations` request before anything else: a body
+/// with a top-level `requestType` is a session request (a malformed one with any other
+/// member), and a session header is refused while stateful sessions are off. (Checked
+/// against the generating server.)
+#[test]
+fn invocations_pass_sagemakers_session_layer_first() {
+    let mut up = UpstreamFacts {
+        served_models: Some(vec!["tiny".into()]),
+        ..Default::default()
+    };
+    let chat = r#""messages":[{"role":"user","content":"hi"}],"mm_processor_kwargs":{"a":1}"#;
+    let judged = |up: &UpstreamFacts, body: &str, session: Option<&[u8]>| {
+        let head = Head {
+            content_type: Some(b"application/json"),
+            session,
+            ..Head::default()
+        };
+        judge(RouteKind::Invocations, head, body.as_bytes(), 970, up).0
+    };
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    let session = Verdict::Invalid(Invalid::SageMakerSession);
+    let plain = format!("{{{chat}}}");
+    assert_eq!(judged(&up, &plain, None), gate);
+    assert_eq!(judged(&up, &plain, Some(b"")), gate);
+    assert_eq!(judged(&up, &plain, Some(b"abc")), session);
+    for member in [
+        r#""requestType":"NEW_SESSION""#,
+        r#""request\u0054ype":null"#,
+    ] {
+        let body = format!("{{{chat},{member}}}");
+        assert_eq!(judged(&up, &body, None), session, "{member}");
+    }
+    // With sessions on, the header may name a live session: not judged.
+    up.sagemaker_sessions = true;
+    assert_eq!(judged(&up, &plain, Some(b"abc")), gate);
+    // Other routes have no session layer.
+    let head = Head {
+        content_type: Some(b"application/json"),
+        session: Some(b"abc"),
+        ..Head::default()
+    };
+    let body = format!(r#"{{"model":"tiny",{chat},"requestType":"CLOSE"}}"#);
+    assert_eq!(
+        judge(RouteKind::Chat, head, body.as_bytes(), 970, &up).0,
+        gate
+    );
+    // The session layer goes first, and vLLM's answer counts every member: sent as is.
+    assert_eq!(Invalid::SageMakerSession.mistyped_gated(), &Field::ALL);
+}
+
+#[test]
+fn sagemaker_headers_are_read_on_invocations_only() {
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        "application/json".parse().unwrap(),
+    );
+    headers.insert(Head::ADAPTER, "other".parse().unwrap());
+    headers.insert(Head::SESSION, "s1".parse().unwrap());
+    let chat = Head::of(&headers, RouteKind::Chat);
+    assert_eq!(chat.content_type, Some(&b"application/json"[..]));
+    assert_eq!((chat.adapter, chat.session), (None, None));
+    let inv = Head::of(&headers, RouteKind::Invocations);
+    assert_eq!(inv.content_type, Some(&b"application/json"[..]));
+    assert_eq!(inv.adapter, Some(&b"other"[..]));
+    assert_eq!(inv.session, Some(&b"s1"[..]));
+}
