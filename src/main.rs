@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use mmgate::classify::{classify, Route};
+use mmgate::classify::{classify, RootPath, Route};
 use mmgate::config::Config;
 use mmgate::contract::{judge, Head, Invalid, UpstreamFacts, Verdict};
 use mmgate::error::gate_body;
@@ -55,6 +55,9 @@ enum Command {
         /// The request path (e.g. /v1/chat/completions).
         #[arg(long)]
         path: String,
+        /// The upstream's `--root-path` (as `vllm.root_path`), under which `--path` may be.
+        #[arg(long, default_value = "")]
+        root_path: String,
         /// The Content-Type header (default application/json).
         #[arg(long, default_value = "application/json")]
         content_type: String,
@@ -162,10 +165,11 @@ fn main() -> ExitCode {
         Command::HashKey { key } => hash_key(key),
         Command::Inspect {
             path,
+            root_path,
             content_type,
             models,
             file,
-        } => inspect(&path, &content_type, models, &file),
+        } => inspect(&path, &root_path, &content_type, models, &file),
         Command::Probe {
             target,
             model,
@@ -403,7 +407,17 @@ fn hash_key(key: Option<String>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn inspect(path: &str, content_type: &str, models: Vec<String>, file: &str) -> ExitCode {
+fn inspect(
+    path: &str,
+    root_path: &str,
+    content_type: &str,
+    models: Vec<String>,
+    file: &str,
+) -> ExitCode {
+    if !root_path.is_empty() && !root_path.starts_with('/') {
+        eprintln!("--root-path \"{root_path}\" does not start with \"/\"");
+        return ExitCode::from(2);
+    }
     let mut body = Vec::new();
     let read = if file == "-" {
         std::io::stdin().read_to_end(&mut body)
@@ -418,7 +432,7 @@ fn inspect(path: &str, content_type: &str, models: Vec<String>, file: &str) -> E
         served_models: (!models.is_empty()).then_some(models),
         ..Default::default()
     };
-    let (verdict, findings) = match classify(&http::Method::POST, path, &Default::default()) {
+    let (verdict, findings) = match classify(&http::Method::POST, path, &RootPath::new(root_path)) {
         Route::Gated(kind) => judge(
             kind,
             Head::content_type(Some(content_type.as_bytes())),

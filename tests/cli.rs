@@ -197,6 +197,11 @@ fn inspect_reports_a_gate_rejection_with_exit_1() {
     );
     assert_eq!((code, &v["param"]), (1, &json!("media_io_kwargs")));
     assert_eq!(v["body"], mmgate::error::GATE_BODY_MEDIA_IO_KWARGS);
+    // Under the upstream's root path, as vLLM routes it; without it, the path is not gated.
+    let offending = br#"{"messages":[],"mm_processor_kwargs":{"a":1}}"#;
+    let under = ["--path", "/api/v1/chat/completions", "--root-path", "/api"];
+    assert_eq!(inspect(&under, offending).0, 1);
+    assert_eq!(inspect(&under[..2], offending).0, 0);
 }
 
 #[test]
@@ -251,6 +256,7 @@ fn inspect_usage_errors_exit_2() {
         &["inspect", "--path"],
         &["inspect", "--path", CHAT, "--bogus"],
         &["inspect", "--path", CHAT, "/nonexistent/mmgate/body.json"],
+        &["inspect", "--path", CHAT, "--root-path", "api"],
         &["frobnicate"],
     ] {
         let out = run(args, Some(b"{}"));
