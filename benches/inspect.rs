@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use mmgate::inspect::{inspect, Field, DEFAULT_MAX_DEPTH};
+use mmgate::inspect::{inspect, Field, RENDER_MAX_DEPTH};
 
 /// A chat body of about `size` bytes: one image content part, kwargs first or last.
 fn chat_body(size: usize, kwargs_first: bool) -> Vec<u8> {
@@ -45,7 +45,7 @@ fn bench_inspect(c: &mut Criterion) {
             );
             g.bench_with_input(BenchmarkId::new("mmgate", &label), &body, |b, body| {
                 b.iter(|| {
-                    let f = inspect(body, DEFAULT_MAX_DEPTH).unwrap();
+                    let f = inspect(body, RENDER_MAX_DEPTH).unwrap();
                     assert!(f.field(Field::MmProcessorKwargs).truthy());
                 })
             });
@@ -61,7 +61,7 @@ fn bench_inspect(c: &mut Criterion) {
 fn bench_strip(c: &mut Criterion) {
     let mut g = c.benchmark_group("strip");
     let body = Bytes::from(chat_body(16 << 20, false));
-    let findings = inspect(&body, DEFAULT_MAX_DEPTH).unwrap();
+    let findings = inspect(&body, RENDER_MAX_DEPTH).unwrap();
     g.throughput(Throughput::Bytes(body.len() as u64));
     g.bench_function("mmgate/16MB", |b| {
         b.iter(|| std::hint::black_box(mmgate::rewrite::strip(&body, &findings, &Field::ALL)).len())

@@ -4,15 +4,15 @@
 #![allow(dead_code, unreachable_pub)]
 
 use bytes::Bytes;
-use mmgate::inspect::{inspect, Field, DEFAULT_MAX_DEPTH};
+use mmgate::inspect::{inspect, Field, RENDER_MAX_DEPTH};
 use mmgate::rewrite::strip;
 
 /// Inspection is total: any bytes, any depth limit, no panic.
 pub fn check_inspect(data: &[u8]) {
-    for depth in [1, 2, 64, DEFAULT_MAX_DEPTH] {
+    for depth in [1, 2, 64, RENDER_MAX_DEPTH] {
         let _ = inspect(data, depth);
     }
-    if let Ok(f) = inspect(data, DEFAULT_MAX_DEPTH) {
+    if let Ok(f) = inspect(data, RENDER_MAX_DEPTH) {
         // The accessors are total too.
         for x in Field::ALL {
             let _ = f.field(x).truthy();
@@ -27,7 +27,7 @@ pub fn check_inspect(data: &[u8]) {
 /// and where `serde_json` parses the original (UTF-8, no NaN) the stripped body parses to
 /// the original object minus the stripped fields.
 pub fn check_strip(data: &[u8]) {
-    let Ok(f) = inspect(data, DEFAULT_MAX_DEPTH) else {
+    let Ok(f) = inspect(data, RENDER_MAX_DEPTH) else {
         return;
     };
     let body = Bytes::copy_from_slice(data);
@@ -39,7 +39,7 @@ pub fn check_strip(data: &[u8]) {
     ];
     for fields in subsets {
         let once = Bytes::from(strip(&body, &f, fields).to_vec());
-        let f1 = inspect(&once, DEFAULT_MAX_DEPTH).unwrap_or_else(|e| {
+        let f1 = inspect(&once, RENDER_MAX_DEPTH).unwrap_or_else(|e| {
             panic!(
                 "stripped body does not parse ({e}): {}",
                 once.escape_ascii()

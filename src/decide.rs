@@ -170,10 +170,10 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inspect::{inspect, DEFAULT_MAX_DEPTH};
+    use crate::inspect::{inspect, RENDER_MAX_DEPTH};
 
     fn findings(body: &str) -> Findings {
-        inspect(body.as_bytes(), DEFAULT_MAX_DEPTH).unwrap()
+        inspect(body.as_bytes(), RENDER_MAX_DEPTH).unwrap()
     }
 
     #[test]

@@ -342,13 +342,9 @@ impl Gateway {
         outcome.body_bytes = Some(bytes.len());
         let head = Head::of(req.headers(), kind);
         let facts = self.facts.load();
-        let (verdict, findings) = judge(
-            kind,
-            head,
-            &bytes,
-            self.config.limits.max_json_depth,
-            &facts,
-        );
+        let max_depth =
+            (self.config.limits.max_json_depth).unwrap_or_else(|| facts.max_json_depth());
+        let (verdict, findings) = judge(kind, head, &bytes, max_depth, &facts);
         if let Verdict::Reject(field) = verdict {
             outcome.would_reject = Some(field);
         }

@@ -58,6 +58,10 @@ enum Command {
         /// The upstream's `--root-path` (as `vllm.root_path`), under which `--path` may be.
         #[arg(long, default_value = "")]
         root_path: String,
+        /// The nesting the upstream's parser takes (as `limits.max_json_depth`; default
+        /// `vllm serve`'s, 968; a render server's is 970).
+        #[arg(long)]
+        max_json_depth: Option<usize>,
         /// The Content-Type header (default application/json).
         #[arg(long, default_value = "application/json")]
         content_type: String,
@@ -166,10 +170,18 @@ fn main() -> ExitCode {
         Command::Inspect {
             path,
             root_path,
+            max_json_depth,
             content_type,
             models,
             file,
-        } => inspect(&path, &root_path, &content_type, models, &file),
+        } => inspect(
+            &path,
+            &root_path,
+            max_json_depth,
+            &content_type,
+            models,
+            &file,
+        ),
         Command::Probe {
             target,
             model,
@@ -410,6 +422,7 @@ fn hash_key(key: Option<String>) -> ExitCode {
 fn inspect(
     path: &str,
     root_path: &str,
+    max_depth: Option<usize>,
     content_type: &str,
     models: Vec<String>,
     file: &str,
@@ -437,7 +450,7 @@ fn inspect(
             kind,
             Head::content_type(Some(content_type.as_bytes())),
             &body,
-            mmgate::inspect::DEFAULT_MAX_DEPTH,
+            max_depth.unwrap_or_else(|| facts.max_json_depth()),
             &facts,
         ),
         Route::Ungated => (Verdict::Accept, None),

@@ -118,11 +118,11 @@ fn encode(encoding: Encoding, text: &str) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inspect::{inspect, DEFAULT_MAX_DEPTH};
+    use crate::inspect::{inspect, RENDER_MAX_DEPTH};
 
     fn run(body: &str) -> String {
         let bytes = Bytes::copy_from_slice(body.as_bytes());
-        let f = inspect(&bytes, DEFAULT_MAX_DEPTH).unwrap();
+        let f = inspect(&bytes, RENDER_MAX_DEPTH).unwrap();
         String::from_utf8(strip(&bytes, &f, &Field::ALL).to_vec()).unwrap()
     }
 
@@ -154,7 +154,7 @@ mod tests {
 
     fn nulled(body: &[u8], fields: &[Field]) -> Vec<u8> {
         let bytes = Bytes::copy_from_slice(body);
-        let f = inspect(&bytes, DEFAULT_MAX_DEPTH).unwrap();
+        let f = inspect(&bytes, RENDER_MAX_DEPTH).unwrap();
         nullify(&bytes, &f, fields).to_vec()
     }
 

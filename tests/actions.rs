@@ -575,6 +575,47 @@ async fn under_the_upstreams_root_path_prefixed_paths_are_gated_as_vllm_routes_t
 }
 
 #[tokio::test]
+async fn the_nesting_limit_is_the_discovered_upstreams() {
+    let full = FakeVllm::start().await;
+    let render = FakeVllm::start_with(FakeOpts {
+        missing_routes: FULL_SERVER_PATHS.to_vec(),
+        ..Default::default()
+    })
+    .await;
+    let c = client();
+    let parse_error = mmgate::contract::PARSE_ERROR_BODY;
+    let gate = GATE_BODY_MM_PROCESSOR_KWARGS;
+    // `total` containers, the top-level object and the kwargs object included.
+    let body = |total: usize| {
+        let arrays = total - 2;
+        format!(
+            r#"{{"model":"tiny","prompt":"hi","mm_processor_kwargs":{{"a":{}1{}}}}}"#,
+            "[".repeat(arrays),
+            "]".repeat(arrays)
+        )
+    };
+    // A render server (only render routes) takes 970, `vllm serve` 968; a set limit wins.
+    let override_ = format!("{}[limits]\nmax_json_depth = 970\n", mode("reject"));
+    for (fake, policy, limit) in [
+        (&render, mode("reject"), 970),
+        (&full, mode("reject"), 968),
+        (&full, override_, 970),
+    ] {
+        let gw = gateway(&policy, fake).await;
+        for (total, want) in [(limit, gate), (limit + 1, parse_error)] {
+            let r = post_json(&c, gw.addr, "/tokenize", &body(total)).await;
+            assert_eq!(
+                (r.status.as_u16(), r.text()),
+                (400, want.to_string()),
+                "{limit} {total}"
+            );
+        }
+        gw.stop().await;
+    }
+    assert!(full.received().is_empty() && render.received().is_empty());
+}
+
+#[tokio::test]
 async fn model_discovery_sends_the_upstreams_key_when_the_policy_gives_it() {
     let fake = FakeVllm::with_api_key("sk-up").await;
     let file = std::env::temp_dir().join(format!("mmgate-up-key-{}", std::process::id()));

@@ -7,7 +7,6 @@
 mod support;
 
 use mmgate::contract::{judge, UpstreamFacts, Verdict};
-use mmgate::inspect::DEFAULT_MAX_DEPTH;
 use support::cases::{cases, Case};
 use support::*;
 
@@ -60,7 +59,7 @@ fn library_agrees_with_vllm() {
             mmgate::classify::classify(&c.method.parse().unwrap(), &c.path, &Default::default());
         let verdict = match route {
             mmgate::classify::Route::Gated(kind) => {
-                judge(kind, c.head(), &c.body, DEFAULT_MAX_DEPTH, &facts).0
+                judge(kind, c.head(), &c.body, c.max_depth(), &facts).0
             }
             mmgate::classify::Route::Ungated => Verdict::Accept,
         };
@@ -82,6 +81,7 @@ fn inspect_command_agrees_with_vllm() {
         std::fs::write(&file, &c.body).unwrap();
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mmgate"));
         cmd.args(["inspect", "--path", &c.path, "--model", "tiny"]);
+        cmd.args(["--max-json-depth", &c.max_depth().to_string()]);
         // A case without a content type is inspected as such.
         cmd.args(["--content-type", c.content_type().unwrap_or("")]);
         let out = cmd.arg(&file).output().unwrap();
@@ -134,13 +134,22 @@ async fn gateway_in_reject_mode_answers_like_vllm() {
         ..Default::default()
     })
     .await;
+    // Like the recorded render server, which only renders (its parser takes more nesting).
+    let render = FakeVllm::start_with(FakeOpts {
+        missing_routes: FULL_SERVER_PATHS.to_vec(),
+        ..Default::default()
+    })
+    .await;
     let policy = "[gate]\ndefault = \"reject\"\n";
     let (gw_full, gw_embed) = (gateway(policy, &full).await, gateway(policy, &embed).await);
+    let gw_render = gateway(policy, &render).await;
     let client = client();
     let mut failures = Vec::new();
     for c in cases() {
         let (fake, gw) = if c.route_missing {
             (&embed, &gw_embed)
+        } else if c.family == "render" {
+            (&render, &gw_render)
         } else {
             (&full, &gw_full)
         };
@@ -179,6 +188,7 @@ async fn gateway_in_reject_mode_answers_like_vllm() {
     }
     gw_full.stop().await;
     gw_embed.stop().await;
+    gw_render.stop().await;
     report(failures);
 }
 
@@ -213,7 +223,7 @@ async fn gateway_in_strip_mode_never_yields_a_gate_rejection() {
                     kind,
                     mmgate::contract::Head::content_type(ct),
                     &r.body,
-                    DEFAULT_MAX_DEPTH,
+                    c.max_depth(),
                     &UpstreamFacts::default(),
                 );
                 if matches!(v, Verdict::Reject(_)) {

@@ -249,7 +249,7 @@ fn strip_decision(c: &Case) -> Option<Vec<u8>> {
         return Some(c.body.clone());
     };
     let facts = UpstreamFacts::default();
-    let (verdict, findings) = judge(kind, c.head(), &c.body, 970, &facts);
+    let (verdict, findings) = judge(kind, c.head(), &c.body, c.max_depth(), &facts);
     match decide(
         Mode::Strip,
         OnUnclassifiable::Reject,
@@ -279,7 +279,7 @@ fn own_words(c: &Case) -> bool {
         return false;
     };
     let facts = UpstreamFacts::default();
-    let (verdict, _) = judge(kind, c.head(), &c.body, 970, &facts);
+    let (verdict, _) = judge(kind, c.head(), &c.body, c.max_depth(), &facts);
     matches!(verdict, Verdict::Invalid(inv) if inv.unclassifiable() && inv != Invalid::ContentType)
 }
 
@@ -592,6 +592,52 @@ async fn rooted_strip(
     }
 }
 
+/// Around the nesting the family's parser takes (a render server's is two containers more
+/// than `vllm serve`'s), a reject gateway that discovered its upstream answers byte for byte
+/// as the untrusted server: the gate's 400 up to the limit, the parse error beyond it (and a
+/// `NaN` leaf one container sooner).
+async fn depth_boundary(client: &TestClient, p: &Pair<'_>, failures: &mut Vec<String>) {
+    let limit = match p.family {
+        "render" => mmgate::inspect::RENDER_MAX_DEPTH,
+        _ => mmgate::inspect::SERVE_MAX_DEPTH,
+    };
+    let headers = [("content-type", "application/json")];
+    for (total, leaf) in [
+        (limit, "1"),
+        (limit + 1, "1"),
+        (limit - 1, "NaN"),
+        (limit, "NaN"),
+    ] {
+        // The top-level object and the kwargs object count: `total - 2` arrays inside.
+        let arrays = total - 2;
+        let body = format!(
+            r#"{{"model":"tiny","prompt":"hi","mm_processor_kwargs":{{"a":{}{leaf}{}}}}}"#,
+            "[".repeat(arrays),
+            "]".repeat(arrays)
+        );
+        let want = send(
+            client,
+            p.untrusted,
+            "POST",
+            "/tokenize",
+            &headers,
+            body.clone(),
+        )
+        .await;
+        let got = send(client, p.reject.addr, "POST", "/tokenize", &headers, body).await;
+        if (got.status, &got.body) != (want.status, &want.body) {
+            failures.push(format!(
+                "{} depth {total} ({leaf}): vLLM {} {}, mmgate {} {}",
+                p.family,
+                want.status,
+                want.text(),
+                got.status,
+                got.text()
+            ));
+        }
+    }
+}
+
 fn log_lines(g: &Gate) -> usize {
     std::fs::read_to_string(&g.proc.log)
         .unwrap_or_default()
@@ -776,6 +822,7 @@ async fn real_vllm_end_to_end() {
             shadow: &shadow,
         };
         let offending = equivalence(&client, &pair, &mut failures).await;
+        depth_boundary(&client, &pair, &mut failures).await;
         // Workers write their batched log lines when they go idle: wait for them, bounded.
         let mut lines = log_lines(&shadow);
         for _ in 0..200 {

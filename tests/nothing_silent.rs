@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use mmgate::gateway::STRIPPED_HEADER;
-use mmgate::inspect::{inspect, DEFAULT_MAX_DEPTH};
+use mmgate::inspect::{inspect, RENDER_MAX_DEPTH};
 use serde_json::Value;
 use support::cases::{cases, Case};
 use support::*;
@@ -80,9 +80,9 @@ fn fate_of(case: &Case, reply: &Reply, received: &[Received]) -> Result<Fate, St
         }
         ([got], Some(h)) => {
             let fields: Vec<String> = h.split(',').map(|s| s.trim().to_string()).collect();
-            let before = inspect(&case.body, DEFAULT_MAX_DEPTH)
+            let before = inspect(&case.body, RENDER_MAX_DEPTH)
                 .map_err(|e| format!("stripped a body mmgate cannot inspect: {e}"))?;
-            let after = inspect(&got.body, DEFAULT_MAX_DEPTH)
+            let after = inspect(&got.body, RENDER_MAX_DEPTH)
                 .map_err(|e| format!("the stripped body does not parse: {e}"))?;
             let names = |f: &mmgate::inspect::Findings| -> Vec<String> {
                 f.members.iter().map(|m| f.name(m).to_string()).collect()

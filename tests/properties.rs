@@ -2,7 +2,7 @@
 //! `json.loads`, the parser vLLM runs on every request body.
 
 use bytes::Bytes;
-use mmgate::inspect::{inspect, Field, Findings, InspectError, DEFAULT_MAX_DEPTH};
+use mmgate::inspect::{inspect, Field, Findings, InspectError, RENDER_MAX_DEPTH};
 use mmgate::rewrite::strip;
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -172,7 +172,7 @@ fn soup() -> impl Strategy<Value = String> {
 
 /// Inspecting must never panic; whatever parses must strip to a body that parses again.
 fn check_total(body: &[u8]) {
-    for depth in [1, 3, DEFAULT_MAX_DEPTH] {
+    for depth in [1, 3, RENDER_MAX_DEPTH] {
         if let Ok(f) = inspect(body, depth) {
             let b = Bytes::copy_from_slice(body);
             let s = strip(&b, &f, &Field::ALL).to_vec();
@@ -204,9 +204,9 @@ proptest! {
         text in object(), enc in encodings(), fields in field_sets()
     ) {
         let body = Bytes::from(encode(&text, enc));
-        let f = inspect(&body, DEFAULT_MAX_DEPTH).expect("generated bodies parse");
+        let f = inspect(&body, RENDER_MAX_DEPTH).expect("generated bodies parse");
         let once = Bytes::from(strip(&body, &f, &fields).to_vec());
-        let f1 = inspect(&once, DEFAULT_MAX_DEPTH).expect("the stripped body parses");
+        let f1 = inspect(&once, RENDER_MAX_DEPTH).expect("the stripped body parses");
         prop_assert_eq!(f1.encoding, f.encoding);
         let kept: Vec<&str> = f.members.iter()
             .filter(|m| !m.field.is_some_and(|x| fields.contains(&x)))
@@ -252,8 +252,8 @@ fn depth_boundary_is_vllms_970_containers_on_every_path() {
             let body = |total: usize| {
                 format!("{prefix}{}{suffix}", nest(open, close, total - opened, "0"))
             };
-            let ok = inspect(body(970).as_bytes(), DEFAULT_MAX_DEPTH);
-            let deep = inspect(body(971).as_bytes(), DEFAULT_MAX_DEPTH);
+            let ok = inspect(body(970).as_bytes(), RENDER_MAX_DEPTH);
+            let deep = inspect(body(971).as_bytes(), RENDER_MAX_DEPTH);
             assert!(
                 ok.is_ok() || matches!(ok, Err(InspectError::NotObject { .. })),
                 "{prefix}{open}: 970 parses: {ok:?}"
@@ -309,7 +309,7 @@ fn predicate_agrees_with_pythons_json_loads() {
     );
     let mut disagreements = Vec::new();
     for (body, py) in corpus.iter().zip(&answers) {
-        let ours = match inspect(body, DEFAULT_MAX_DEPTH) {
+        let ours = match inspect(body, RENDER_MAX_DEPTH) {
             Err(InspectError::NotObject { .. }) => "N".to_string(),
             Err(InspectError::Json { what, pos, .. }) => format!("J {pos} {what}"),
             // What `json.loads` says of it (as /invocations reports); FastAPI does not call it.
@@ -365,7 +365,7 @@ fn strip_gives_what_python_parses_as_the_original_minus_the_fields() {
     ];
     let mut lines = Vec::new();
     for body in &bodies {
-        let Ok(f) = inspect(body, DEFAULT_MAX_DEPTH) else {
+        let Ok(f) = inspect(body, RENDER_MAX_DEPTH) else {
             continue;
         };
         let b = Bytes::copy_from_slice(body);
@@ -421,7 +421,7 @@ fn a_constant_inside_970_containers_is_too_deep_as_in_vllm() {
                 "[".repeat(arrays),
                 "]".repeat(arrays)
             );
-            let got = inspect(body.as_bytes(), DEFAULT_MAX_DEPTH);
+            let got = inspect(body.as_bytes(), RENDER_MAX_DEPTH);
             assert_eq!(
                 got.is_ok(),
                 ok,
@@ -433,10 +433,7 @@ fn a_constant_inside_970_containers_is_too_deep_as_in_vllm() {
     // Other scalars at the same depth are fine, in vLLM and in mmgate.
     for leaf in ["0", "1e400", "null", "\"s\""] {
         let body = format!("{{\"a\":{}{leaf}{}}}", "[".repeat(969), "]".repeat(969));
-        assert!(
-            inspect(body.as_bytes(), DEFAULT_MAX_DEPTH).is_ok(),
-            "{leaf}"
-        );
+        assert!(inspect(body.as_bytes(), RENDER_MAX_DEPTH).is_ok(), "{leaf}");
     }
 }
 

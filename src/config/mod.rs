@@ -92,8 +92,9 @@ pub struct Upstream {
 pub struct Limits {
     /// Largest body read on a gated route; larger is 413.
     pub max_body_bytes: usize,
-    /// JSON nesting limit (Python's recursion limit as vLLM's parser meets it).
-    pub max_json_depth: usize,
+    /// JSON nesting limit (Python's recursion limit as vLLM's parser meets it); `None`:
+    /// the upstream's ([`UpstreamFacts::max_json_depth`]).
+    pub max_json_depth: Option<usize>,
     /// Time allowed to read the request headers.
     pub header_timeout: Duration,
     /// Time allowed to read a gated request's body.
@@ -226,8 +227,7 @@ impl Config {
                 .unwrap_or(64 << 20) as usize,
             max_json_depth: lim
                 .positive("max_json_depth", 100_000, &mut p)
-                .unwrap_or(crate::inspect::DEFAULT_MAX_DEPTH as u64)
-                as usize,
+                .map(|d| d as usize),
             header_timeout: ms(&mut lim, "header_timeout_ms", 30_000, &mut p),
             body_timeout: ms(&mut lim, "body_timeout_ms", 120_000, &mut p),
         };

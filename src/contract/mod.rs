@@ -56,6 +56,31 @@ pub struct UpstreamFacts {
     pub sagemaker_sessions: bool,
 }
 
+impl UpstreamFacts {
+    /// The nesting the upstream's parser takes: a render server's (recognised by its routes:
+    /// none that generates or pools) or, unless the routes show one, `vllm serve`'s.
+    pub fn max_json_depth(&self) -> usize {
+        use RouteKind::*;
+        let full = [
+            Chat,
+            ChatBatch,
+            Completions,
+            Responses,
+            Embeddings,
+            Pooling,
+            Score,
+            Rerank,
+            Classify,
+        ];
+        match &self.served_routes {
+            Some(routes) if !routes.iter().any(|r| full.contains(r)) => {
+                crate::inspect::RENDER_MAX_DEPTH
+            }
+            _ => crate::inspect::SERVE_MAX_DEPTH,
+        }
+    }
+}
+
 /// vLLM's default `VLLM_MAX_COMPLETION_PROMPTS`.
 pub const MAX_COMPLETION_PROMPTS: usize = 1024;
 

@@ -23,7 +23,7 @@ use crate::classify::RouteKind;
 use crate::error::envelope;
 use crate::inspect::python::{repr, word};
 use crate::inspect::scan::SyntaxError;
-use crate::inspect::{InspectError, DEFAULT_MAX_DEPTH};
+use crate::inspect::{InspectError, RENDER_MAX_DEPTH, SERVE_MAX_DEPTH};
 
 /// FastAPI's answer to a body whose parsing raised anything but a `JSONDecodeError`.
 pub const PARSE_ERROR_BODY: &str = r#"{"detail":"There was an error parsing the body"}"#;
@@ -84,8 +84,10 @@ pub(super) fn answer(
         InspectError::Decode(_) | InspectError::Syntax(SyntaxError::IntTooLong { .. }) => {
             parse_error()
         }
-        // Only at vLLM's own limit is "too deep" its RecursionError.
-        InspectError::Syntax(SyntaxError::TooDeep { limit, .. }) if *limit == DEFAULT_MAX_DEPTH => {
+        // Only at one of vLLM's own limits is "too deep" its RecursionError.
+        InspectError::Syntax(SyntaxError::TooDeep { limit, .. })
+            if [RENDER_MAX_DEPTH, SERVE_MAX_DEPTH].contains(limit) =>
+        {
             parse_error()
         }
         InspectError::Syntax(_) => None,
@@ -460,7 +462,7 @@ mod tests {
     #[test]
     fn invocations_answers_are_sagemakers_words() {
         let judged = |body: &[u8], session: Session| {
-            let e = crate::inspect::inspect(body, DEFAULT_MAX_DEPTH).unwrap_err();
+            let e = crate::inspect::inspect(body, RENDER_MAX_DEPTH).unwrap_err();
             answer(RouteKind::Invocations, &e, body, session)
                 .map(|b| String::from_utf8(b.to_vec()).unwrap())
         };
@@ -601,7 +603,7 @@ mod tests {
         );
         let deep = InspectError::Syntax(SyntaxError::TooDeep {
             offset: 0,
-            limit: DEFAULT_MAX_DEPTH,
+            limit: RENDER_MAX_DEPTH,
         });
         assert_eq!(
             text(RouteKind::Chat, &deep).as_deref(),

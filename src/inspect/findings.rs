@@ -11,9 +11,13 @@ use super::tagged::{Key, Object, Tagged};
 use super::values::KwargValue;
 
 /// Python's default recursion limit (1000) less the frames vLLM's request path already uses:
-/// a real vLLM 0.31 server parses 970 nested containers (the top-level object counts) and
-/// refuses 971, on every route.
-pub const DEFAULT_MAX_DEPTH: usize = 970;
+/// a real vLLM 0.31 render server (`vllm launch render`) parses 970 nested containers (the
+/// top-level object counts) and refuses 971, on every route.
+pub const RENDER_MAX_DEPTH: usize = 970;
+
+/// The same for `vllm serve` (generating or pooling), whose request path runs two frames
+/// deeper: 968 nested containers parse and 969 are refused, on every route.
+pub const SERVE_MAX_DEPTH: usize = 968;
 
 /// The two gated top-level fields, in the order vLLM checks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

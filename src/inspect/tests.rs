@@ -1,7 +1,7 @@
 use super::*;
 
 fn find(body: &str) -> Findings {
-    inspect(body.as_bytes(), DEFAULT_MAX_DEPTH).unwrap()
+    inspect(body.as_bytes(), RENDER_MAX_DEPTH).unwrap()
 }
 
 #[test]
@@ -52,7 +52,7 @@ fn facts_are_read() {
 fn utf16_bodies_report_original_spans() {
     let text = r#"{"a":1,"mm_processor_kwargs":{"x":1}}"#;
     let body: Vec<u8> = text.encode_utf16().flat_map(|u| u.to_be_bytes()).collect();
-    let f = inspect(&body, DEFAULT_MAX_DEPTH).unwrap();
+    let f = inspect(&body, RENDER_MAX_DEPTH).unwrap();
     assert_eq!(f.encoding, Encoding::Utf16Be);
     assert!(f.field(Field::MmProcessorKwargs).truthy());
     assert_eq!(f.members[1].span, 14..text.len() * 2 - 2);
@@ -69,19 +69,19 @@ fn bad_bodies_are_errors() {
         "{\"a\":01}",
     ] {
         assert!(
-            inspect(bad.as_bytes(), DEFAULT_MAX_DEPTH).is_err(),
+            inspect(bad.as_bytes(), RENDER_MAX_DEPTH).is_err(),
             "{bad:?}"
         );
     }
-    assert!(inspect(b"\xEF\xBB\xBF{}", DEFAULT_MAX_DEPTH).is_ok());
-    assert!(inspect(b"{\"a\":\"\xff\"}", DEFAULT_MAX_DEPTH).is_err());
+    assert!(inspect(b"\xEF\xBB\xBF{}", RENDER_MAX_DEPTH).is_ok());
+    assert!(inspect(b"{\"a\":\"\xff\"}", RENDER_MAX_DEPTH).is_err());
 }
 
 /// UTF-8 is validated as it is scanned, but the error is still the one Python raises first:
 /// `bytes.decode` fails on the first undecodable byte before `json` parses anything.
 #[test]
 fn decoding_errors_win_over_syntax_errors_wherever_they_are() {
-    let decode_at = |body: &[u8]| match inspect(body, DEFAULT_MAX_DEPTH) {
+    let decode_at = |body: &[u8]| match inspect(body, RENDER_MAX_DEPTH) {
         Err(InspectError::Decode(e)) => Some(e.offset),
         _ => None,
     };
@@ -97,7 +97,7 @@ fn decoding_errors_win_over_syntax_errors_wherever_they_are() {
     // Valid non-ASCII outside a string is a syntax error, in a string it is text; a lone
     // encoded surrogate passes (surrogatepass).
     assert!(matches!(
-        inspect("{\"a\":é}".as_bytes(), DEFAULT_MAX_DEPTH),
+        inspect("{\"a\":é}".as_bytes(), RENDER_MAX_DEPTH),
         Err(InspectError::Json { pos: 5, .. })
     ));
     let mut bad = format!("{{\"a\":\"{}é\\n€\u{1F600}", "x".repeat(100)).into_bytes();
@@ -105,7 +105,7 @@ fn decoding_errors_win_over_syntax_errors_wherever_they_are() {
     assert_eq!(decode_at(&bad), Some(bad.len() - 3));
     let mut body = format!("{{\"a\":\"{}é\\n€\u{1F600}", "x".repeat(100)).into_bytes();
     body.extend_from_slice(b"\xed\xa0\x80\"}");
-    assert!(inspect(&body, DEFAULT_MAX_DEPTH).is_ok());
+    assert!(inspect(&body, RENDER_MAX_DEPTH).is_ok());
 }
 
 /// Member names come back decoded, a lone surrogate (escaped or raw) as U+FFFD, each name
@@ -168,7 +168,7 @@ fn array_members_note_their_elements_kinds() {
 #[test]
 fn member_names_are_decoded_in_order() {
     let body = b"{\"a\\u00e9\":1,\"\\ud800x\":2,\"\xed\xb0\x80\":3,\"m\\u006fdel\":\"x\"}";
-    let f = inspect(body, DEFAULT_MAX_DEPTH).unwrap();
+    let f = inspect(body, RENDER_MAX_DEPTH).unwrap();
     let names: Vec<&str> = f.members.iter().map(|m| f.name(m)).collect();
     assert_eq!(
         names,
@@ -198,7 +198,7 @@ fn names_text_keeps_byte_offsets() {
 /// characters of the decoded text (not bytes), with its line and column.
 #[test]
 fn syntax_errors_are_pythons_message_and_position() {
-    let json = |body: &[u8]| match inspect(body, DEFAULT_MAX_DEPTH) {
+    let json = |body: &[u8]| match inspect(body, RENDER_MAX_DEPTH) {
         Err(InspectError::Json {
             what,
             pos,

@@ -104,14 +104,14 @@ fn text(raw: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{inspect, Field, DEFAULT_MAX_DEPTH};
+    use super::super::{inspect, Field, RENDER_MAX_DEPTH};
     use super::KwargValue as V;
 
     #[test]
     fn member_values_are_read_one_level_down() {
         let body = r#"{"mm_processor_kwargs":{"max_pixels":1003520,"m":1e400,"s":"a\u0062","x":[1],"max_pixels":5},
             "media_io_kwargs":{"video":{"fps":2.5,"num_frames":NaN,"deep":{"a":1}},"image":true}}"#;
-        let f = inspect(body.as_bytes(), DEFAULT_MAX_DEPTH).unwrap();
+        let f = inspect(body.as_bytes(), RENDER_MAX_DEPTH).unwrap();
         let mm = f.field(Field::MmProcessorKwargs);
         assert_eq!(mm.keys, ["max_pixels", "m", "s", "x"]);
         assert_eq!(mm.values[0], V::Number(5.0));
@@ -132,7 +132,7 @@ mod tests {
     #[test]
     fn long_strings_are_bounded() {
         let body = format!(r#"{{"mm_processor_kwargs":{{"s":"{}"}}}}"#, "é".repeat(400));
-        let f = inspect(body.as_bytes(), DEFAULT_MAX_DEPTH).unwrap();
+        let f = inspect(body.as_bytes(), RENDER_MAX_DEPTH).unwrap();
         let V::Str(s) = &f.field(Field::MmProcessorKwargs).values[0] else {
             panic!("a string")
         };

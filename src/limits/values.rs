@@ -122,7 +122,7 @@ fn list(names: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inspect::{inspect, DEFAULT_MAX_DEPTH};
+    use crate::inspect::{inspect, RENDER_MAX_DEPTH};
 
     fn rules() -> ValueRules {
         let rule = |key: &str, min, max| KeyRule {
@@ -147,7 +147,7 @@ mod tests {
     }
 
     fn check(body: &str) -> Result<(), String> {
-        let f = inspect(body.as_bytes(), DEFAULT_MAX_DEPTH).unwrap();
+        let f = inspect(body.as_bytes(), RENDER_MAX_DEPTH).unwrap();
         check_values(&rules(), "trusted", &f).map_err(|e| e.to_string())
     }
 
@@ -191,7 +191,7 @@ mod tests {
         open.allow_unknown_keys = true;
         let f = inspect(
             br#"{"mm_processor_kwargs":{"size":1},"media_io_kwargs":{"audio":{}}}"#,
-            DEFAULT_MAX_DEPTH,
+            RENDER_MAX_DEPTH,
         )
         .unwrap();
         check_values(&open, "trusted", &f).unwrap();

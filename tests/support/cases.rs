@@ -88,6 +88,15 @@ pub fn cases() -> Vec<Case> {
 }
 
 impl Case {
+    /// The nesting the recording server's parser took: a render server's, or `vllm
+    /// serve`'s (the generating and pooling families).
+    pub fn max_depth(&self) -> usize {
+        match self.family.as_str() {
+            "render" => mmgate::inspect::RENDER_MAX_DEPTH,
+            _ => mmgate::inspect::SERVE_MAX_DEPTH,
+        }
+    }
+
     /// The case's content type header, if any.
     pub fn content_type(&self) -> Option<&str> {
         self.header("content-type")

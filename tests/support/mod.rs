@@ -52,6 +52,25 @@ struct FakeState {
     opts: FakeOpts,
 }
 
+/// The gated paths only a full server (`vllm serve`) has: a render server's `/openapi.json`
+/// leaves them out.
+pub const FULL_SERVER_PATHS: &[&str] = &[
+    "/v1/chat/completions",
+    "/v1/chat/completions/batch",
+    "/v1/completions",
+    "/v1/responses",
+    "/v1/embeddings",
+    "/pooling",
+    "/score",
+    "/v1/score",
+    "/rerank",
+    "/v1/rerank",
+    "/v2/rerank",
+    "/classify",
+    "/v1/messages",
+    "/v2/embed",
+];
+
 const GATED_PATHS: &[&str] = &[
     "/v1/chat/completions",
     "/v1/chat/completions/batch",
