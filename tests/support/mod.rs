@@ -71,26 +71,13 @@ pub const FULL_SERVER_PATHS: &[&str] = &[
     "/v2/embed",
 ];
 
-const GATED_PATHS: &[&str] = &[
-    "/v1/chat/completions",
-    "/v1/chat/completions/batch",
-    "/v1/completions",
-    "/v1/responses",
+/// The gated paths a render server has too.
+const RENDER_SERVER_PATHS: &[&str] = &[
     "/tokenize",
-    "/v1/embeddings",
-    "/pooling",
-    "/score",
-    "/v1/score",
-    "/rerank",
-    "/v1/rerank",
-    "/v2/rerank",
-    "/classify",
     "/v1/chat/completions/render",
     "/v1/completions/render",
     "/v1/responses/render",
     "/invocations",
-    "/v1/messages",
-    "/v2/embed",
 ];
 
 /// A fake vLLM: `/health`, `/v1/models` (serving `tiny`), JSON answers, and SSE for
@@ -176,8 +163,9 @@ async fn handle(State(state): State<Arc<FakeState>>, req: Request) -> Response {
         );
     }
     if parts.method == Method::GET && path == "/openapi.json" {
-        let paths: serde_json::Map<String, serde_json::Value> = GATED_PATHS
+        let paths: serde_json::Map<String, serde_json::Value> = FULL_SERVER_PATHS
             .iter()
+            .chain(RENDER_SERVER_PATHS)
             .filter(|p| !state.opts.missing_routes.contains(p))
             .map(|p| (p.to_string(), serde_json::json!({"post": {}})))
             .collect();
