@@ -3,7 +3,8 @@
 //! The path is percent-decoded before matching (`/v1/chat/%63ompletions` and
 //! `/v1/chat%2Fcompletions` reach the chat handler), the query is ignored, and matching is
 //! exact and case-sensitive. Under vLLM's `--root-path` ([`RootPath`]) a path that starts
-//! with it is matched without it, and any other path as it is. A path with trailing slashes is not gated: Starlette answers it
+//! with it is matched without it, and any other path as it is. A path with trailing
+//! slashes is not gated: Starlette answers it
 //! with a 307 redirect to the slash-less path without running the handler (checked against
 //! the real server), and the redirected request is gated when it comes back. Anything that
 //! is not a POST to a gated path passes through ungated.
@@ -126,6 +127,18 @@ impl RootPath {
     /// The root path vLLM was started with (`""`: none).
     pub fn new(root: &str) -> Self {
         RootPath(root.as_bytes().into())
+    }
+
+    /// A root path given by an operator: `""` (none) or one starting with `/` (without it,
+    /// it would change nothing in vLLM, so it is taken for a mistake).
+    pub fn parse(root: &str) -> Result<Self, String> {
+        if root.is_empty() || root.starts_with('/') {
+            Ok(RootPath::new(root))
+        } else {
+            Err(format!(
+                "\"{root}\" does not start with \"/\" (vLLM matches it against request paths)"
+            ))
+        }
     }
 
     /// The path Starlette routes by (`get_route_path`): a path that is the root path routes

@@ -427,10 +427,13 @@ fn inspect(
     models: Vec<String>,
     file: &str,
 ) -> ExitCode {
-    if !root_path.is_empty() && !root_path.starts_with('/') {
-        eprintln!("--root-path \"{root_path}\" does not start with \"/\"");
-        return ExitCode::from(2);
-    }
+    let root = match RootPath::parse(root_path) {
+        Ok(root) => root,
+        Err(e) => {
+            eprintln!("--root-path: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let mut body = Vec::new();
     let read = if file == "-" {
         std::io::stdin().read_to_end(&mut body)
@@ -445,7 +448,7 @@ fn inspect(
         served_models: (!models.is_empty()).then_some(models),
         ..Default::default()
     };
-    let (verdict, findings) = match classify(&http::Method::POST, path, &RootPath::new(root_path)) {
+    let (verdict, findings) = match classify(&http::Method::POST, path, &root) {
         Route::Gated(kind) => judge(
             kind,
             Head::content_type(Some(content_type.as_bytes())),

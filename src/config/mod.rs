@@ -361,22 +361,13 @@ fn gate(mut s: Section<'_>, p: &mut Problems) -> Gate {
     }
 }
 
-/// `[vllm] root_path`: the upstream's `--root-path` as given to it (`""`: none). Any other
-/// without a leading `/` would change nothing in vLLM, so it is taken for a mistake.
+/// `[vllm] root_path`: the upstream's `--root-path` as given to it ([`RootPath::parse`]).
 fn root_path(s: &mut Section<'_>, p: &mut Problems) -> RootPath {
-    match s.str("root_path", p) {
-        Some(r) if !r.is_empty() && !r.starts_with('/') => {
-            p.add(
-                "vllm.root_path",
-                format!(
-                    "\"{r}\" does not start with \"/\" (vLLM matches it against request paths)"
-                ),
-            );
-            RootPath::default()
-        }
-        Some(r) => RootPath::new(r),
-        None => RootPath::default(),
-    }
+    let root = s.str("root_path", p).map(RootPath::parse);
+    root.unwrap_or(Ok(RootPath::default())).unwrap_or_else(|e| {
+        p.add("vllm.root_path", e);
+        RootPath::default()
+    })
 }
 
 fn reload(mut s: Section<'_>, p: &mut Problems) -> Reload {

@@ -1,6 +1,7 @@
 //! vLLM's own `--api-key` check (`AuthenticationMiddleware`), which runs before anything
 //! else: on a path under `/v1`, `/v2`, `/inference` or `/cohere` (percent-decoded, as
-//! Starlette sees it, and with vLLM's `--root-path` taken off its front), any method but OPTIONS, a request is answered
+//! Starlette sees it, and with vLLM's `--root-path` taken off its front), any method but
+//! OPTIONS, a request is answered
 //! `401 {"error":"Unauthorized"}` unless its first `Authorization` field is `Bearer KEY`
 //! (the scheme in any case, one space, then the key as sent) for one of the server's keys.
 //!
