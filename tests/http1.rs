@@ -151,7 +151,58 @@ async fn a_head_over_the_limit_gets_431_and_a_bad_one_400() {
     c.write(b"GET / HTTP/1.1\r\nBad Name: v\r\n\r\n").await;
     let r = c.response().await.unwrap();
     assert_eq!(r.status, 400, "{}", r.head);
+    // vLLM's server (uvicorn) answers a request it cannot parse in these words.
+    assert_eq!(r.text(), "Invalid HTTP request received.");
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
     assert!(c.closed_within(VERDICT).await);
+    assert!(fake.received().is_empty());
+}
+
+/// Offending chat bodies sent with each request line: what vLLM's server routes is gated
+/// (the gate's 400 here), what it cannot parse gets its "Invalid HTTP request received.",
+/// and nothing of either reaches the upstream.
+#[tokio::test]
+async fn request_lines_are_read_as_vllms_server_reads_them() {
+    let (fake, gw) = start().await;
+    let offending = r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"a":1}}"#;
+    let gated = [
+        "POST  /v1/chat/completions   HTTP/1.1",
+        "POST http://gw/v1/chat/completions HTTP/1.1",
+        "POST https://u@gw:65535/v1/chat/completions?x#y HTTP/1.1",
+    ];
+    let unparsable = [
+        "POST /v1/chat/completions HTTP/1.1 ",
+        "POST /v1/chat/completions\u{e9} HTTP/1.1",
+        "POST /v1/chat/completions?q=\u{e9} HTTP/1.1",
+        "POST http://gw HTTP/1.1",
+        "POST http://gw:65536/v1/chat/completions HTTP/1.1",
+        "POST gw:80 HTTP/1.1",
+        "POST v1/chat/completions HTTP/1.1",
+    ];
+    for (lines, answer) in [
+        (&gated[..], "mm_processor_kwargs are disabled"),
+        (&unparsable[..], "Invalid HTTP request received."),
+    ] {
+        for line in lines {
+            let wire = format!(
+                "{line}\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{offending}",
+                offending.len()
+            );
+            let mut c = Conn::open(gw.addr).await;
+            c.write(wire.as_bytes()).await;
+            let r = c.response().await.unwrap();
+            assert_eq!(r.status, 400, "{line:?}: {}", r.head);
+            assert!(r.text().contains(answer), "{line:?}: {}", r.text());
+        }
+    }
+    let bare_lf = post("1.1", "", CLEAN).replace("\r\n", "\n");
+    let mut c = Conn::open(gw.addr).await;
+    c.write(bare_lf.as_bytes()).await;
+    let r = c.response().await.unwrap();
+    assert_eq!(
+        (r.status, r.text()),
+        (400, "Invalid HTTP request received.".into())
+    );
     assert!(fake.received().is_empty());
 }
 

@@ -2,12 +2,19 @@
 //! `http::Request` whose target and header values are slices of the head's own bytes (no
 //! copy), and the body's framing (RFC 9112 §6.3).
 //!
-//! What hyper's server refuses is refused the same way here: a head that does not parse,
-//! an invalid target or field, a `Transfer-Encoding` whose last coding is not `chunked`
-//! (or any on HTTP/1.0), and `Content-Length` values that are not all the same plain
-//! decimal number get 400; a head over 64 KiB or with more than 100 fields gets 431. A head
+//! What hyper's server or vLLM's (uvicorn with httptools, whose llhttp is stricter) refuses
+//! is refused here: a head that does not parse, a line that ends in a bare LF, an invalid
+//! target or field, a `Transfer-Encoding` whose last coding is not `chunked` or that names
+//! `chunked` twice (or any on HTTP/1.0), and a `Content-Length` that is given twice or is
+//! not a plain decimal number get 400; a head over 64 KiB or with more than 100 fields gets 431. A head
 //! with both `Content-Length` and `Transfer-Encoding` is passed on marked
 //! [`AmbiguousFraming`], for the gateway to refuse and count.
+//!
+//! The request line is read as vLLM's server (uvicorn with httptools) reads it: several
+//! spaces may separate its parts, and a target it cannot route is refused
+//! ([`vllm_refuses_target`]): any byte outside visible ASCII, and an absolute form with a bad
+//! host or port or without a path, or a target of any other form than `/...`, `*...` and
+//! `scheme://...`.
 
 use bytes::BytesMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -62,7 +69,9 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
     let base = buf.as_ptr() as usize;
     let at = |s: &[u8]| (s.as_ptr() as usize - base, s.len());
     let mut parsed = httparse::Request::new(&mut []);
-    let len = match parsed.parse_with_uninit_headers(buf, &mut slots) {
+    let mut config = httparse::ParserConfig::default();
+    config.allow_multiple_spaces_in_request_line_delimiters(true);
+    let len = match config.parse_request_with_uninit_headers(&mut parsed, buf, &mut slots) {
         Ok(httparse::Status::Complete(len)) if len <= MAX_HEAD => len,
         Ok(httparse::Status::Complete(_)) => {
             return Err(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
@@ -74,9 +83,19 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
         Err(_) => return Err(StatusCode::BAD_REQUEST),
     };
     let bad = StatusCode::BAD_REQUEST;
-    let method =
-        Method::from_bytes(parsed.method.unwrap_or_default().as_bytes()).map_err(|_| bad)?;
-    let target = at(parsed.path.unwrap_or_default().as_bytes());
+    let method = parsed.method.unwrap_or_default().as_bytes();
+    // Every line ends in CRLF: a bare LF ends one for some parsers and not for others.
+    let line_start = at(method).0;
+    let lines = &buf[line_start..len];
+    if memchr::memchr_iter(b'\n', lines).any(|i| i == 0 || lines[i - 1] != b'\r') {
+        return Err(bad);
+    }
+    let method = Method::from_bytes(method).map_err(|_| bad)?;
+    let target = parsed.path.unwrap_or_default().as_bytes();
+    if vllm_refuses_target(target) {
+        return Err(bad);
+    }
+    let target = at(target);
     let version = match parsed.version {
         Some(0) => Version::HTTP_10,
         _ => Version::HTTP_11,
@@ -160,16 +179,19 @@ impl Seen {
     fn note(&mut self, name: &HeaderName, value: &[u8]) -> Result<(), StatusCode> {
         let bad = StatusCode::BAD_REQUEST;
         if *name == header::CONTENT_LENGTH {
-            for v in value.split(|&b| b == b',') {
-                let n = decimal(v.trim_ascii()).ok_or(bad)?;
-                if self.length.is_some_and(|l| l != n) {
+            // One plain number, given once: llhttp refuses a repeated length, even an equal one.
+            if self.length.is_some() {
+                return Err(bad);
+            }
+            self.length = Some(decimal(value.trim_ascii()).ok_or(bad)?);
+        } else if *name == header::TRANSFER_ENCODING {
+            for coding in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                // Nothing may follow `chunked`, not even a second `chunked`.
+                if self.chunked_last == Some(true) {
                     return Err(bad);
                 }
-                self.length = Some(n);
+                self.chunked_last = Some(coding.eq_ignore_ascii_case(b"chunked"));
             }
-        } else if *name == header::TRANSFER_ENCODING {
-            let last = value.rsplit(|&b| b == b',').next().unwrap_or_default();
-            self.chunked_last = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
         } else if *name == header::CONNECTION {
             for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                 self.close |= token.eq_ignore_ascii_case(b"close");
@@ -180,6 +202,74 @@ impl Seen {
         }
         Ok(())
     }
+}
+
+/// Whether vLLM's server refuses a request target that `httparse` took: llhttp refuses
+/// bytes outside visible ASCII, http-parser's URL parser a target that is not `/...`, `*...`
+/// or `scheme://[userinfo@]host[:port]...` with a host of letters, digits, `.` and `-` (or
+/// a bracketed IPv6 address) and a port up to 65535, and uvicorn one with no path.
+fn vllm_refuses_target(target: &[u8]) -> bool {
+    if target.iter().any(|b| !b.is_ascii_graphic()) {
+        return true;
+    }
+    match target.first() {
+        Some(b'/' | b'*') => false,
+        _ => !absolute_form_has_path(target),
+    }
+}
+
+/// Whether `target` is `scheme://authority/...` with an authority vLLM's server accepts.
+fn absolute_form_has_path(target: &[u8]) -> bool {
+    let scheme = target
+        .iter()
+        .take_while(|b| b.is_ascii_alphabetic())
+        .count();
+    let Some(rest) = target[scheme..].strip_prefix(b"://") else {
+        return false;
+    };
+    if scheme == 0 {
+        return false;
+    }
+    let end = rest
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+        .unwrap_or(rest.len());
+    if rest.get(end) != Some(&b'/') {
+        return false; // no path
+    }
+    let authority = &rest[..end];
+    let host_port = match authority.iter().position(|&b| b == b'@') {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    };
+    let (host, port) = if let Some(v6) = host_port.strip_prefix(b"[") {
+        let Some(close) = v6.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let addr = &v6[..close];
+        if addr.is_empty()
+            || !addr
+                .iter()
+                .all(|b| b.is_ascii_hexdigit() || b".:".contains(b))
+        {
+            return false;
+        }
+        (&b"v6"[..], &v6[close + 1..])
+    } else {
+        match host_port.iter().position(|&b| b == b':') {
+            Some(colon) => (&host_port[..colon], &host_port[colon..]),
+            None => (host_port, &b""[..]),
+        }
+    };
+    let host_ok = !host.is_empty()
+        && host
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+    let port_ok = match port.strip_prefix(b":") {
+        None => port.is_empty(),
+        Some(digits) => decimal(digits).is_some_and(|n| n <= 0xffff),
+    };
+    host_ok && port_ok
 }
 
 /// A plain decimal number (digits only, no sign), within `u64`.
@@ -213,17 +303,18 @@ mod tests {
         assert_eq!(framing(""), Ok(Framing::Empty));
         assert_eq!(framing("Content-Length: 0\r\n"), Ok(Framing::Empty));
         assert_eq!(framing("Content-Length: 12\r\n"), Ok(Framing::Length(12)));
-        assert_eq!(
-            framing("Content-Length: 12, 12\r\nContent-Length: 12\r\n"),
-            Ok(Framing::Length(12))
-        );
+
         assert_eq!(
             framing("Transfer-Encoding: gzip, Chunked\r\n"),
             Ok(Framing::Chunked)
         );
         for refused in [
             "Content-Length: 4\r\nContent-Length: 5\r\n",
+            "Content-Length: 4\r\nContent-Length: 4\r\n",
+            "Content-Length: 4, 4\r\n",
             "Content-Length: 4, 5\r\n",
+            "Transfer-Encoding: chunked, chunked\r\n",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
             "Content-Length: +4\r\n",
             "Content-Length: -1\r\n",
             "Content-Length: \r\n",
@@ -326,6 +417,77 @@ mod tests {
         for name in names {
             let parsed = HeaderName::from_bytes(name.as_bytes()).ok();
             assert_eq!(field_name(name.as_bytes()), parsed, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn the_request_line_is_read_as_vllms_server_reads_it() {
+        let target = |line: &str| {
+            let wire = format!("{line}\r\nHost: a\r\n\r\n");
+            parse_all(&wire).map(|h| h.expect("whole").request.uri().to_string())
+        };
+        assert_eq!(
+            target("POST  /tokenize   HTTP/1.1").as_deref(),
+            Ok("/tokenize")
+        );
+        for accepted in [
+            "/v1/chat/completions?a=1#f",
+            "/v1/x?{}",
+            "*",
+            "**",
+            "http://h/tokenize",
+            "HTTPS://u:p@a.b-c:65535/tokenize",
+            "ftp://[::1]:80/x",
+        ] {
+            assert!(
+                target(&format!("POST {accepted} HTTP/1.1")).is_ok(),
+                "{accepted}"
+            );
+        }
+        let refused = [
+            "POST /tokenize HTTP/1.1 ",
+            "POST\t/tokenize HTTP/1.1",
+            "POST /tokenize\u{e9} HTTP/1.1",
+            "POST /tokenize?\u{e9} HTTP/1.1",
+            "POST /tok\u{7f}enize HTTP/1.1",
+            "POST ?a HTTP/1.1",
+            "POST h:80 HTTP/1.1",
+            "POST h/tokenize HTTP/1.1",
+            "POST http:/tokenize HTTP/1.1",
+            "POST http:///tokenize HTTP/1.1",
+            "POST http://h HTTP/1.1",
+            "POST http://h?x HTTP/1.1",
+            "POST http://h#f HTTP/1.1",
+            "POST http://h:/tokenize HTTP/1.1",
+            "POST http://h:abc/tokenize HTTP/1.1",
+            "POST http://h:65536/tokenize HTTP/1.1",
+            "POST http://:80/tokenize HTTP/1.1",
+            "POST http://h_h/tokenize HTTP/1.1",
+            "POST http://[::1/tokenize HTTP/1.1",
+            "POST 1http://h/tokenize HTTP/1.1",
+        ];
+        for line in refused {
+            assert_eq!(target(line), Err(StatusCode::BAD_REQUEST), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn every_line_of_the_head_ends_in_crlf() {
+        let bad = Some(StatusCode::BAD_REQUEST);
+        for wire in [
+            "POST / HTTP/1.1\nHost: a\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\nX: b\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a\r\n\n",
+            "POST / HTTP/1.1\nHost: a\n\n",
+        ] {
+            assert_eq!(parse_all(wire).err(), bad, "{wire:?}");
+        }
+        // Empty lines before the request line are skipped, as vLLM's server skips them.
+        for wire in [
+            "\nPOST / HTTP/1.1\r\nHost: a\r\n\r\n",
+            "\r\nPOST / HTTP/1.1\r\n\r\n",
+        ] {
+            assert!(parse_all(wire).is_ok_and(|h| h.is_some()), "{wire:?}");
         }
     }
 

@@ -250,13 +250,30 @@ async fn end_of_pass() {
     }
 }
 
-/// Writes a bodiless response that refuses a request head, and says the connection closes.
+/// What vLLM's server (uvicorn) answers to a request it cannot parse, with status 400.
+pub(super) const INVALID_REQUEST: &[u8] = b"Invalid HTTP request received.";
+
+/// Writes a response that refuses a request head, and says the connection closes. A 400
+/// carries uvicorn's words, as vLLM would answer; other statuses have no body.
 pub(super) async fn refuse(io: &mut OwnedWriteHalf, out: &mut Gather, status: StatusCode) {
+    let body = if status == StatusCode::BAD_REQUEST {
+        INVALID_REQUEST
+    } else {
+        b""
+    };
     status_line(out, Version::HTTP_11, status);
-    field(out, b"content-length", b"0");
+    if !body.is_empty() {
+        field(out, b"content-type", b"text/plain; charset=utf-8");
+    }
+    field(
+        out,
+        b"content-length",
+        decimal(body.len() as u64, &mut [0; 20]),
+    );
     field(out, b"date", &date());
     field(out, b"connection", b"close");
     out.put(b"\r\n");
+    out.put(body);
     let _ = out.flush(io).await;
 }
 

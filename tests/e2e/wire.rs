@@ -1,0 +1,83 @@
+//! Requests written as raw bytes, for what an HTTP client library will not send: request
+//! lines and heads that vLLM's server (uvicorn with httptools) reads or refuses.
+
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A body vLLM's gate refuses, on a route every kind of server has.
+const OFFENDING: &str = r#"{"model":"tiny","prompt":"Hello","mm_processor_kwargs":{"a":1}}"#;
+
+/// (request line, the fields after `Host`) of requests each sent with [`OFFENDING`]: some
+/// reach the gate, the others vLLM's server cannot parse.
+const HEADS: &[(&str, &str)] = &[
+    ("POST /tokenize HTTP/1.1", ""),
+    ("POST  /tokenize   HTTP/1.1", ""),
+    ("POST http://gw/tokenize HTTP/1.1", ""),
+    ("POST https://u@gw:65535/tokenize?x#y HTTP/1.1", ""),
+    ("POST /tokenize HTTP/1.1 ", ""),
+    ("POST /tokenize\u{e9} HTTP/1.1", ""),
+    ("POST /tokenize?q=\u{e9} HTTP/1.1", ""),
+    ("POST /tok\tenize HTTP/1.1", ""),
+    ("POST http://gw HTTP/1.1", ""),
+    ("POST http://gw:65536/tokenize HTTP/1.1", ""),
+    ("POST http://g_w/tokenize HTTP/1.1", ""),
+    ("POST gw:80 HTTP/1.1", ""),
+    ("POST tokenize HTTP/1.1", ""),
+    ("POST /tokenize HTTP/1.1", "X-A: 1\nX-B: 2\r\n"),
+    ("POST /tokenize HTTP/1.1", "Content-Length: 63\r\n"),
+    ("POST /tokenize HTTP/1.1", "Bad Name: v\r\n"),
+];
+
+/// The status, content type and body of the answer to `wire`, read to the connection's end.
+async fn exchange(addr: SocketAddr, wire: &[u8]) -> (String, Option<String>, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(wire).await.expect("write");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    let split = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(out.len());
+    let head = String::from_utf8_lossy(&out[..split]).into_owned();
+    let status = head.split(' ').nth(1).unwrap_or("none").to_owned();
+    let content_type = head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.eq_ignore_ascii_case("content-type")
+            .then(|| value.trim().to_owned())
+    });
+    (
+        status,
+        content_type,
+        out[(split + 4).min(out.len())..].to_vec(),
+    )
+}
+
+/// Every head of [`HEADS`] gets the same answer, byte for byte, from the untrusted server
+/// and from a reject gateway in front of a trusted one.
+pub(crate) async fn request_lines(
+    untrusted: SocketAddr,
+    reject: SocketAddr,
+    failures: &mut Vec<String>,
+) {
+    for (line, fields) in HEADS {
+        let wire = format!(
+            "{line}\r\nHost: gw\r\nContent-Type: application/json\r\n{fields}Content-Length: {}\r\nConnection: close\r\n\r\n{OFFENDING}",
+            OFFENDING.len()
+        );
+        let want = exchange(untrusted, wire.as_bytes()).await;
+        let got = exchange(reject, wire.as_bytes()).await;
+        if want != got {
+            failures.push(format!(
+                "request head {line:?} {fields:?}: vLLM {} {:?} {}, mmgate {} {:?} {}",
+                want.0,
+                want.1,
+                String::from_utf8_lossy(&want.2),
+                got.0,
+                got.1,
+                String::from_utf8_lossy(&got.2)
+            ));
+        }
+    }
+}
