@@ -83,14 +83,8 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
         Err(_) => return Err(StatusCode::BAD_REQUEST),
     };
     let bad = StatusCode::BAD_REQUEST;
-    let method = parsed.method.unwrap_or_default().as_bytes();
-    // Every line ends in CRLF: a bare LF ends one for some parsers and not for others.
-    let line_start = at(method).0;
-    let lines = &buf[line_start..len];
-    if memchr::memchr_iter(b'\n', lines).any(|i| i == 0 || lines[i - 1] != b'\r') {
-        return Err(bad);
-    }
-    let method = Method::from_bytes(method).map_err(|_| bad)?;
+    let method =
+        Method::from_bytes(parsed.method.unwrap_or_default().as_bytes()).map_err(|_| bad)?;
     let target = parsed.path.unwrap_or_default().as_bytes();
     if vllm_refuses_target(target) {
         return Err(bad);
@@ -106,6 +100,13 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
         name: at(h.name.as_bytes()),
         value: at(h.value),
     }));
+    // Every line ends in CRLF (a bare LF ends one for some parsers and not for others): the
+    // line before each field, and the last line with the empty one after it. (No other LF
+    // can be in the head: `httparse` refuses one in a target, a value or a folded line.)
+    let crlf_before = |at: usize| at >= 2 && buf[at - 2..at] == *b"\r\n";
+    if !buf[..len].ends_with(b"\r\n\r\n") || fields.iter().any(|f| !crlf_before(f.name.0)) {
+        return Err(bad);
+    }
     let head = buf.split_to(len).freeze();
     let slice = |(start, len): (usize, usize)| head.slice(start..start + len);
 
@@ -209,7 +210,8 @@ impl Seen {
 /// or `scheme://[userinfo@]host[:port]...` with a host of letters, digits, `.` and `-` (or
 /// a bracketed IPv6 address) and a port up to 65535, and uvicorn one with no path.
 fn vllm_refuses_target(target: &[u8]) -> bool {
-    if target.iter().any(|b| !b.is_ascii_graphic()) {
+    // `httparse` takes no control character or space in a target, but takes bytes over 0x7F.
+    if !target.is_ascii() {
         return true;
     }
     match target.first() {
