@@ -88,7 +88,7 @@ pub(crate) async fn collect_limited(
     let mut first: Option<Bytes> = None;
     let mut buf = BytesMut::new();
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| GateError::BodyRead(e.to_string()))?;
+        let frame = frame.map_err(GateError::body_failed)?;
         let Ok(data) = frame.into_data() else {
             continue;
         };

@@ -21,6 +21,10 @@ pub const GATE_BODY_MEDIA_IO_KWARGS: &str = r#"{"error":{"message":"Per-request 
 /// the same one, so in `strip` and `reject` it answers with vLLM's very words.
 pub const CONTENT_TYPE_BODY: &str = r#"{"error":{"message":"1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed","type":"Bad Request","param":null,"code":400}}"#;
 
+/// What vLLM's server (uvicorn) answers, `text/plain` with status 400, to a request it cannot
+/// parse as HTTP/1.1: a malformed head or chunked body.
+pub const INVALID_HTTP_BODY: &str = "Invalid HTTP request received.";
+
 /// The gate error body vLLM sends for a field.
 pub fn gate_body(field: Field) -> &'static str {
     match field {
@@ -44,9 +48,12 @@ pub enum GateError {
         /// The configured limit.
         limit: usize,
     },
-    /// The client's body could not be read (reset, timeout, bad framing).
+    /// The client's body could not be read (reset, cut short, timeout).
     #[error("the request body could not be read: {0}")]
     BodyRead(String),
+    /// The client's chunked body is not HTTP/1.1: answered in vLLM's server's words.
+    #[error("the request body's chunked framing is invalid: {0}")]
+    MalformedBody(&'static str),
     /// The request head had both `Content-Length` and `Transfer-Encoding` (RFC 9112 §6.3: a
     /// smuggling shape), refused before anything is read or forwarded.
     #[error("the request has both Content-Length and Transfer-Encoding")]
@@ -181,6 +188,7 @@ impl GateError {
             GateError::Gate(_)
             | GateError::Unclassifiable(_)
             | GateError::BodyRead(_)
+            | GateError::MalformedBody(_)
             | GateError::AmbiguousFraming => StatusCode::BAD_REQUEST,
             GateError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             GateError::UpstreamUnreachable { .. } | GateError::UpstreamFailed { .. } => {
@@ -215,7 +223,7 @@ impl GateError {
             GateError::ClientBusy { .. } | GateError::PoolSaturated { .. } => "concurrency",
             GateError::ValueBound { .. } => "value_bound",
             GateError::BodyTooLarge { .. } => "body_size",
-            GateError::AmbiguousFraming => "framing",
+            GateError::AmbiguousFraming | GateError::MalformedBody(_) => "framing",
             GateError::PoolUnavailable { .. } => "unavailable",
             GateError::UntrustedPool => "untrusted",
             _ => return None,
@@ -240,6 +248,7 @@ impl GateError {
             GateError::Unclassifiable(_) => "unclassifiable",
             GateError::BodyTooLarge { .. } => "body_too_large",
             GateError::BodyRead(_) => "body_read",
+            GateError::MalformedBody(_) => "malformed_body",
             GateError::AmbiguousFraming => "ambiguous_framing",
             GateError::UpstreamUnreachable { .. } => "upstream_unreachable",
             GateError::UpstreamTimeout { .. } => "upstream_timeout",
@@ -261,6 +270,7 @@ impl GateError {
         let (kind, message) = match self {
             GateError::Gate(field) => return Bytes::from_static(gate_body(*field).as_bytes()),
             GateError::UpstreamUnauthorized => return Bytes::from_static(UNAUTHORIZED_BODY.as_bytes()),
+            GateError::MalformedBody(_) => return Bytes::from_static(INVALID_HTTP_BODY.as_bytes()),
             // vLLM's very words where mmgate knows them, else its own explanation.
             GateError::Unclassifiable(inv) => match inv.vllm_answer() {
                 Some(answer) => return answer,
@@ -315,19 +325,34 @@ impl GateError {
         envelope(status, kind, None, &message)
     }
 
+    /// What a client's request body failed with: bad chunked framing from mmgate's own
+    /// HTTP/1.1 server ([`MalformedBody`](GateError::MalformedBody)), else a read failure.
+    pub fn body_failed(e: axum::Error) -> Self {
+        let e = e.into_inner();
+        match e.downcast_ref::<crate::http1::BodyError>() {
+            Some(crate::http1::BodyError::Chunked(why)) => GateError::MalformedBody(why),
+            _ => GateError::BodyRead(e.to_string()),
+        }
+    }
+
     /// The full response.
     pub fn to_response<B: From<Bytes>>(&self) -> Response<B> {
         let mut res = Response::new(B::from(self.body()));
         *res.status_mut() = self.status();
-        res.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        let content_type = match self {
+            GateError::MalformedBody(_) => "text/plain; charset=utf-8",
+            _ => "application/json",
+        };
+        res.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         if let Some(secs) = self.retry_after() {
             res.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
-        if matches!(self, GateError::AmbiguousFraming) {
+        if matches!(
+            self,
+            GateError::AmbiguousFraming | GateError::MalformedBody(_)
+        ) {
             // The connection closes after this response (RFC 9112 §6.3): the server sees
             // this field (hyper would close it anyway).
             res.headers_mut()
@@ -429,6 +454,30 @@ mod tests {
             let retry = res.headers().contains_key(header::RETRY_AFTER);
             assert_eq!(retry, matches!(status, 429 | 503), "{e:?}");
         }
+    }
+
+    #[test]
+    fn a_malformed_chunked_body_is_answered_as_vllms_server_answers_it() {
+        let e = GateError::MalformedBody("chunk data not followed by CRLF");
+        let res: Response<Bytes> = e.to_response();
+        assert_eq!(res.status(), 400);
+        assert_eq!(res.body(), INVALID_HTTP_BODY);
+        assert_eq!(
+            res.headers()[header::CONTENT_TYPE],
+            "text/plain; charset=utf-8"
+        );
+        assert_eq!(res.headers()[header::CONNECTION], "close");
+        assert_eq!(e.refusal_reason(), Some("framing"));
+        let chunked = axum::Error::new(crate::http1::BodyError::Chunked("invalid chunk size"));
+        assert!(matches!(
+            GateError::body_failed(chunked),
+            GateError::MalformedBody("invalid chunk size")
+        ));
+        let closed = axum::Error::new(crate::http1::BodyError::Closed);
+        assert!(matches!(
+            GateError::body_failed(closed),
+            GateError::BodyRead(_)
+        ));
     }
 
     #[test]

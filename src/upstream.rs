@@ -152,7 +152,7 @@ impl Upstream {
             }
             Err(SendError::Failed(Failure::Reset(e))) => Err((self.failed(e), Some("reset"))),
             Err(SendError::Failed(Failure::Protocol(e))) => Err((self.failed(e), Some("protocol"))),
-            Err(SendError::Failed(Failure::ClientBody(e))) => Err((GateError::BodyRead(e), None)),
+            Err(SendError::Failed(Failure::ClientBody(e))) => Err((e, None)),
             // Its hop-by-hop fields were left out as its head was read.
             Ok(res) => Ok(res),
         }

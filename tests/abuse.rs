@@ -292,6 +292,43 @@ async fn refused_and_not_forwarded(path: &str, headers: &str, body: &str) {
 const SMUGGLE: &str = "5\r\n{\"a\":\r\n0\r\n\r\n";
 
 #[tokio::test]
+async fn a_badly_chunked_body_is_refused_in_vllms_words_and_not_forwarded() {
+    // Read whole on a gated route, streamed through on an ungated one: either way vLLM's
+    // server would answer "Invalid HTTP request received." and close the connection.
+    for path in [CHAT, UNGATED] {
+        for chunks in [
+            format!("{:x}\r\n{CLEAN}XX0\r\n\r\n", CLEAN.len()),
+            format!("{:x}\r\n{CLEAN}\r\nzz\r\n{CLEAN}\r\n0\r\n\r\n", CLEAN.len()),
+        ] {
+            let (fake, gw) = start().await;
+            let mut c = Conn::open(gw.addr).await;
+            let te = "Transfer-Encoding: chunked\r\n";
+            c.write(format!("{}{chunks}", head(path, te)).as_bytes())
+                .await;
+            let r = c.response().await.unwrap();
+            assert_eq!(r.status, 400, "{path} {chunks:?}: {}", r.head);
+            assert_eq!(r.text(), "Invalid HTTP request received.");
+            assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+            assert_eq!(r.header("connection"), Some("close"), "{}", r.head);
+            assert!(c.closed_within(VERDICT).await, "closed after the refusal");
+            assert!(fake.received().is_empty(), "nothing reaches the upstream");
+            // Refused before a pool is chosen when read whole, after when streamed.
+            let text = send(&client(), gw.admin, "GET", "/metrics", &[], Bytes::new())
+                .await
+                .text();
+            let refused: f64 = text
+                .lines()
+                .filter(|l| {
+                    l.starts_with("mmgate_refusals_total{") && l.contains(r#"reason="framing""#)
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum();
+            assert_eq!(refused, 1.0, "counted as a framing refusal");
+        }
+    }
+}
+
+#[tokio::test]
 async fn content_length_with_transfer_encoding_is_refused_and_nothing_behind_it_is_read() {
     // RFC 9112 §6.3 lets a server decode such a body as chunked (hyper does, and drops the
     // length before the handler sees it); a gateway in front of another parser refuses it.

@@ -250,14 +250,11 @@ async fn end_of_pass() {
     }
 }
 
-/// What vLLM's server (uvicorn) answers to a request it cannot parse, with status 400.
-pub(super) const INVALID_REQUEST: &[u8] = b"Invalid HTTP request received.";
-
 /// Writes a response that refuses a request head, and says the connection closes. A 400
 /// carries uvicorn's words, as vLLM would answer; other statuses have no body.
 pub(super) async fn refuse(io: &mut OwnedWriteHalf, out: &mut Gather, status: StatusCode) {
     let body = if status == StatusCode::BAD_REQUEST {
-        INVALID_REQUEST
+        crate::error::INVALID_HTTP_BODY.as_bytes()
     } else {
         b""
     };

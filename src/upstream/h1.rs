@@ -29,6 +29,7 @@ use tokio_util::either::Either;
 use super::fields::{Kept, ResponseFields};
 use crate::chunked::{Chunked, Step};
 use crate::digits::{decimal, size_line};
+use crate::error::GateError;
 use crate::vectored::Gather;
 
 /// The longest response head accepted.
@@ -61,8 +62,8 @@ pub(super) enum Failure {
     Reset(String),
     /// The upstream's answer is not HTTP/1.1 as this client reads it.
     Protocol(String),
-    /// The request's own body failed (the client broke off its upload).
-    ClientBody(String),
+    /// The request's own body failed (the client broke off its upload, or framed it badly).
+    ClientBody(GateError),
     /// No whole response head came by the deadline.
     TimedOut,
 }
@@ -217,7 +218,7 @@ impl Link {
             };
             let data = match frame {
                 None => break,
-                Some(Err(e)) => return Err(Failure::ClientBody(e.to_string())),
+                Some(Err(e)) => return Err(Failure::ClientBody(GateError::body_failed(e))),
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) if !data.is_empty() => data,
                     _ => continue,
@@ -225,10 +226,10 @@ impl Link {
             };
             sent += data.len() as u64;
             if declared.is_some_and(|n| sent > n) {
-                return Err(Failure::ClientBody(format!(
+                return Err(Failure::ClientBody(GateError::BodyRead(format!(
                     "the request body is longer than the {} bytes declared",
                     declared.unwrap_or(0)
-                )));
+                ))));
             }
             let out = &mut self.out;
             if chunked {
@@ -243,10 +244,10 @@ impl Link {
             }
         }
         if declared.is_some_and(|n| n != sent) {
-            return Err(Failure::ClientBody(format!(
+            return Err(Failure::ClientBody(GateError::BodyRead(format!(
                 "the request body has {sent} bytes, fewer than the {} declared",
                 declared.unwrap_or(0)
-            )));
+            ))));
         }
         if chunked {
             self.out.put(b"0\r\n\r\n");

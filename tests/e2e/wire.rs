@@ -1,5 +1,6 @@
 //! Requests written as raw bytes, for what an HTTP client library will not send: request
-//! lines and heads that vLLM's server (uvicorn with httptools) reads or refuses.
+//! lines, heads and chunked bodies that vLLM's server (uvicorn with httptools) reads or
+//! refuses.
 
 use std::net::SocketAddr;
 
@@ -54,23 +55,42 @@ async fn exchange(addr: SocketAddr, wire: &[u8]) -> (String, Option<String>, Vec
     )
 }
 
-/// Every head of [`HEADS`] gets the same answer, byte for byte, from the untrusted server
-/// and from a reject gateway in front of a trusted one.
+/// Chunked framings of [`OFFENDING`], well and badly formed.
+fn chunkings() -> [String; 4] {
+    let n = OFFENDING.len();
+    [
+        format!("{n:x}\r\n{OFFENDING}\r\n0\r\n\r\n"),
+        format!("{n:x};ext=1\r\n{OFFENDING}\r\n0\r\nX-Trailer: 1\r\n\r\n"),
+        format!("{n:x}\r\n{OFFENDING}XX0\r\n\r\n"),
+        format!("{n:x}\n{OFFENDING}\n0\n\n"),
+    ]
+}
+
+/// Every head of [`HEADS`], and each of [`chunkings`], gets the same answer, byte for byte,
+/// from the untrusted server and from a reject gateway in front of a trusted one.
 pub(crate) async fn request_lines(
     untrusted: SocketAddr,
     reject: SocketAddr,
     failures: &mut Vec<String>,
 ) {
-    for (line, fields) in HEADS {
+    let length = OFFENDING.len();
+    let framed = HEADS.iter().map(|(line, fields)| {
+        let fields = format!("{fields}Content-Length: {length}\r\n");
+        (*line, fields, OFFENDING.to_owned())
+    });
+    let chunked = chunkings().map(|body| {
+        let fields = "Transfer-Encoding: chunked\r\n".to_owned();
+        ("POST /tokenize HTTP/1.1", fields, body)
+    });
+    for (line, fields, body) in framed.chain(chunked) {
         let wire = format!(
-            "{line}\r\nHost: gw\r\nContent-Type: application/json\r\n{fields}Content-Length: {}\r\nConnection: close\r\n\r\n{OFFENDING}",
-            OFFENDING.len()
+            "{line}\r\nHost: gw\r\nContent-Type: application/json\r\n{fields}Connection: close\r\n\r\n{body}"
         );
         let want = exchange(untrusted, wire.as_bytes()).await;
         let got = exchange(reject, wire.as_bytes()).await;
         if want != got {
             failures.push(format!(
-                "request head {line:?} {fields:?}: vLLM {} {:?} {}, mmgate {} {:?} {}",
+                "request {line:?} {fields:?} {body:?}: vLLM {} {:?} {}, mmgate {} {:?} {}",
                 want.0,
                 want.1,
                 String::from_utf8_lossy(&want.2),
