@@ -6,8 +6,8 @@
 //! is refused here: a head that does not parse, a line that ends in a bare LF, an invalid
 //! target or field, a `Transfer-Encoding` whose last coding is not `chunked` or that names
 //! `chunked` twice (or any on HTTP/1.0), and a `Content-Length` that is given twice or is
-//! not a plain decimal number get 400; a head over 64 KiB or with more than 100 fields gets 431. A head
-//! with both `Content-Length` and `Transfer-Encoding` is passed on marked
+//! not a plain decimal number get 400; a head over 64 KiB or with more than 100 fields gets
+//! 431. A head with both `Content-Length` and `Transfer-Encoding` is passed on marked
 //! [`AmbiguousFraming`], for the gateway to refuse and count.
 //!
 //! The request line is read as vLLM's server (uvicorn with httptools) reads it: several
