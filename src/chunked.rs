@@ -9,6 +9,10 @@
 //! chunks as they came (size lines, data and CRLFs; not the last chunk or the trailers):
 //! for an HTTP/1.1 client that is sent the same chunks, with no copy or re-encoding. A size
 //! line with whitespace or extensions is written again bare (`HEX CRLF`).
+//!
+//! A request body's decoder ([`Chunked::request`]) reads size lines as vLLM's server
+//! (llhttp) does: no whitespace anywhere in them, and extensions `;name` or `;name=value`
+//! (a token or a quoted string). Responses are read as RFC 9112 allows, whitespace included.
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -26,6 +30,8 @@ pub(crate) struct Chunked {
     trailer_bytes: usize,
     /// Whether the chunks are returned as they came, not their data.
     passing: bool,
+    /// Whether size lines are read as vLLM's server reads a request's.
+    strict: bool,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -63,6 +69,14 @@ impl Chunked {
         }
     }
 
+    /// A decoder for a client's request body, as strict as vLLM's server.
+    pub(crate) fn request() -> Self {
+        Chunked {
+            strict: true,
+            ..Chunked::default()
+        }
+    }
+
     /// Decodes what `buf` holds: the data of every chunk there, merged into one frame.
     pub(crate) fn decode(&mut self, buf: &mut BytesMut) -> Result<Step, &'static str> {
         let mut out = Merged::default();
@@ -80,7 +94,7 @@ impl Chunked {
                     if end >= MAX_LINE {
                         return Err("chunk-size line too long");
                     }
-                    let size = chunk_size(&buf[..=end])?;
+                    let size = chunk_size(&buf[..=end], self.strict)?;
                     buf.advance(end + 1);
                     if self.passing && size > 0 {
                         // Written again bare: whitespace and extensions, which RFC 9112
@@ -265,16 +279,24 @@ fn whole_chunk(b: &[u8], pos: usize) -> Option<(usize, usize)> {
     framed.then_some((start, end))
 }
 
-/// The size on a chunk-size line (`HEX [; extensions] CRLF`), at most 15 hex digits.
-fn chunk_size(line: &[u8]) -> Result<u64, &'static str> {
+/// The size on a chunk-size line (`HEX [; extensions] CRLF`), at most 15 hex digits;
+/// `strict`, with extensions as [`strict_extensions`] reads them.
+fn chunk_size(line: &[u8], strict: bool) -> Result<u64, &'static str> {
     let line = line
         .strip_suffix(b"\r\n")
         .ok_or("chunk-size line without CRLF")?;
     let (size, digits) = hex_prefix(line)
         .filter(|&(_, digits)| digits > 0)
         .ok_or("invalid chunk size")?;
-    // Then only optional whitespace (space, tab) and extensions, with no bare CR in them.
     let rest = &line[digits..];
+    if strict {
+        return if strict_extensions(rest) {
+            Ok(size)
+        } else {
+            Err("invalid chunk extension")
+        };
+    }
+    // Then only optional whitespace (space, tab) and extensions, with no bare CR in them.
     let rest = &rest[rest
         .iter()
         .take_while(|&&b| b == b' ' || b == b'\t')
@@ -283,6 +305,54 @@ fn chunk_size(line: &[u8]) -> Result<u64, &'static str> {
         return Err("invalid chunk size");
     }
     Ok(size)
+}
+
+/// Whether `rest`, what follows a chunk size, is extensions as llhttp reads them: each
+/// `;name` or `;name=value`, a value a token or a quoted string, and no whitespace.
+fn strict_extensions(mut rest: &[u8]) -> bool {
+    let token = |b: &[u8]| b.iter().take_while(|&&c| is_token(c)).count();
+    while let Some(ext) = rest.strip_prefix(b";") {
+        let name = token(ext);
+        if name == 0 {
+            return false;
+        }
+        rest = &ext[name..];
+        let Some(value) = rest.strip_prefix(b"=") else {
+            continue;
+        };
+        let len = match value.strip_prefix(b"\"") {
+            Some(quoted) => match quoted_len(quoted) {
+                Some(n) => n + 1,
+                None => return false,
+            },
+            None => token(value),
+        };
+        if len == 0 {
+            return false;
+        }
+        rest = &value[len..];
+    }
+    rest.is_empty()
+}
+
+/// The length of a quoted string's rest after its opening quote, closing quote included
+/// (`\` escapes the next byte); `None` when it does not close or holds a control byte.
+fn quoted_len(b: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'"' => return Some(i + 1),
+            b'\\' => i += 2,
+            c if c < b' ' && c != b'\t' || c == 0x7f => return None,
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// Whether `c` is a `tchar` (RFC 9110 §5.6.2).
+fn is_token(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c)
 }
 
 /// The number in the hex digits `b` starts with, and how many there are (maybe none);
@@ -519,7 +589,30 @@ mod tests {
             (b"1", None),
         ];
         for (line, size) in cases {
-            let got = chunk_size(line).ok();
+            let got = chunk_size(line, false).ok();
+            assert_eq!(got, *size, "{}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn a_requests_size_lines_are_read_as_vllms_server_reads_them() {
+        let cases: &[(&[u8], Option<u64>)] = &[
+            (b"1a\r\n", Some(26)),
+            (b"1a;name\r\n", Some(26)),
+            (b"1a;name=value;x=\"q \\\" ;\"\r\n", Some(26)),
+            (b"1a \r\n", None),
+            (b"1a\t\r\n", None),
+            (b"1a ;name\r\n", None),
+            (b"1a; name\r\n", None),
+            (b"1a;name = v\r\n", None),
+            (b"1a;\r\n", None),
+            (b"1a;name=\r\n", None),
+            (b"1a;x=\"open\r\n", None),
+            (b"1a;x=\"a\x01\"\r\n", None),
+            (b"1a;x=v w\r\n", None),
+        ];
+        for (line, size) in cases {
+            let got = chunk_size(line, true).ok();
             assert_eq!(got, *size, "{}", String::from_utf8_lossy(line));
         }
     }

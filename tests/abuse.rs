@@ -299,6 +299,9 @@ async fn a_badly_chunked_body_is_refused_in_vllms_words_and_not_forwarded() {
         for chunks in [
             format!("{:x}\r\n{CLEAN}XX0\r\n\r\n", CLEAN.len()),
             format!("{:x}\r\n{CLEAN}\r\nzz\r\n{CLEAN}\r\n0\r\n\r\n", CLEAN.len()),
+            // vLLM's server takes no whitespace in a size line (RFC 9112 would, before `;`).
+            format!("{:x} \r\n{CLEAN}\r\n0\r\n\r\n", CLEAN.len()),
+            format!("{:x}; a=b\r\n{CLEAN}\r\n0\r\n\r\n", CLEAN.len()),
         ] {
             let (fake, gw) = start().await;
             let mut c = Conn::open(gw.addr).await;

@@ -30,6 +30,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::chunked::Chunked;
 use crate::gateway::Answer;
 use crate::listen::ConnInfo;
 use crate::reload::Live;
@@ -129,7 +130,7 @@ pub async fn serve(
             r.body = match head.framing {
                 Framing::Empty => Remaining::Done,
                 Framing::Length(n) => Remaining::Length(n),
-                Framing::Chunked => Remaining::Chunked(Default::default()),
+                Framing::Chunked => Remaining::Chunked(Chunked::request()),
             };
             r.request += 1;
             if let Framing::Length(n) = head.framing {

@@ -56,11 +56,14 @@ async fn exchange(addr: SocketAddr, wire: &[u8]) -> (String, Option<String>, Vec
 }
 
 /// Chunked framings of [`OFFENDING`], well and badly formed.
-fn chunkings() -> [String; 4] {
+fn chunkings() -> [String; 7] {
     let n = OFFENDING.len();
     [
         format!("{n:x}\r\n{OFFENDING}\r\n0\r\n\r\n"),
         format!("{n:x};ext=1\r\n{OFFENDING}\r\n0\r\nX-Trailer: 1\r\n\r\n"),
+        format!("{n:x};a;b=\"c d\"\r\n{OFFENDING}\r\n0\r\n\r\n"),
+        format!("{n:x} \r\n{OFFENDING}\r\n0\r\n\r\n"),
+        format!("{n:x}; a = b\r\n{OFFENDING}\r\n0\r\n\r\n"),
         format!("{n:x}\r\n{OFFENDING}XX0\r\n\r\n"),
         format!("{n:x}\n{OFFENDING}\n0\n\n"),
     ]
