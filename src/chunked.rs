@@ -571,49 +571,44 @@ mod tests {
 
     #[test]
     fn chunk_sizes_are_up_to_15_hex_digits_then_extensions() {
-        let cases: &[(&[u8], Option<u64>)] = &[
-            (b"0\r\n", Some(0)),
-            (b"1a\r\n", Some(26)),
-            (b"1A;name=value\r\n", Some(26)),
-            (b"ff ; ext\r\n", Some(255)),
-            (b"fffffffffffffff\r\n", Some(0xfff_ffff_ffff_ffff)),
-            (b"1000000000000000\r\n", None),
-            (b"\r\n", None),
-            (b";ext\r\n", None),
-            (b"g\r\n", None),
-            (b"1 x\r\n", None),
-            (b"1\t \r\n", Some(1)),
-            (b"5\r\r\n", None),
-            (b"5\x0c\r\n", None),
-            (b"5;a\rb\r\n", None),
-            (b"1", None),
+        // (line, size as a response's, as a request's: no whitespace, strict extensions)
+        let cases: &[(&[u8], Option<u64>, Option<u64>)] = &[
+            (b"0\r\n", Some(0), Some(0)),
+            (b"1a\r\n", Some(26), Some(26)),
+            (b"1A;name=value\r\n", Some(26), Some(26)),
+            (b"1a;name;x=\"q \\\" ;\"\r\n", Some(26), Some(26)),
+            (b"ff ; ext\r\n", Some(255), None),
+            (
+                b"fffffffffffffff\r\n",
+                Some(0xfff_ffff_ffff_ffff),
+                Some(0xfff_ffff_ffff_ffff),
+            ),
+            (b"1000000000000000\r\n", None, None),
+            (b"\r\n", None, None),
+            (b";ext\r\n", None, None),
+            (b"g\r\n", None, None),
+            (b"1 x\r\n", None, None),
+            (b"1\t \r\n", Some(1), None),
+            (b"1a; name\r\n", Some(26), None),
+            (b"1a;name = v\r\n", Some(26), None),
+            (b"1a;\r\n", Some(26), None),
+            (b"1a;name=\r\n", Some(26), None),
+            (b"1a;x=\"open\r\n", Some(26), None),
+            (b"1a;x=\"a\x01\"\r\n", Some(26), None),
+            (b"1a;x=v w\r\n", Some(26), None),
+            (b"5\r\r\n", None, None),
+            (b"5\x0c\r\n", None, None),
+            (b"5;a\rb\r\n", None, None),
+            (b"1", None, None),
         ];
-        for (line, size) in cases {
-            let got = chunk_size(line, false).ok();
-            assert_eq!(got, *size, "{}", String::from_utf8_lossy(line));
-        }
-    }
-
-    #[test]
-    fn a_requests_size_lines_are_read_as_vllms_server_reads_them() {
-        let cases: &[(&[u8], Option<u64>)] = &[
-            (b"1a\r\n", Some(26)),
-            (b"1a;name\r\n", Some(26)),
-            (b"1a;name=value;x=\"q \\\" ;\"\r\n", Some(26)),
-            (b"1a \r\n", None),
-            (b"1a\t\r\n", None),
-            (b"1a ;name\r\n", None),
-            (b"1a; name\r\n", None),
-            (b"1a;name = v\r\n", None),
-            (b"1a;\r\n", None),
-            (b"1a;name=\r\n", None),
-            (b"1a;x=\"open\r\n", None),
-            (b"1a;x=\"a\x01\"\r\n", None),
-            (b"1a;x=v w\r\n", None),
-        ];
-        for (line, size) in cases {
-            let got = chunk_size(line, true).ok();
-            assert_eq!(got, *size, "{}", String::from_utf8_lossy(line));
+        for (line, lenient, strict) in cases {
+            let got = (chunk_size(line, false).ok(), chunk_size(line, true).ok());
+            assert_eq!(
+                got,
+                (*lenient, *strict),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
         }
     }
 }
