@@ -1,8 +1,9 @@
 //! Errors the gateway answers itself, and the one place they become HTTP responses.
 //!
 //! Every body uses vLLM's (OpenAI's) envelope `{"error":{"message","type","param","code"}}`
-//! so SDK clients surface it; gate rejections are byte-identical to vLLM 0.31's, and so is
-//! the bare `{"error":"Unauthorized"}` of vLLM's own `--api-key` check.
+//! so SDK clients surface it; gate rejections are byte-identical to vLLM 0.31's, and so are
+//! the bare `{"error":"Unauthorized"}` of vLLM's own `--api-key` check and its server's
+//! plain-text refusal of a badly chunked body ([`INVALID_HTTP_BODY`]).
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
