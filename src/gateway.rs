@@ -342,8 +342,8 @@ impl Gateway {
         outcome.body_bytes = Some(bytes.len());
         let head = Head::of(req.headers(), kind);
         let facts = self.facts.load();
-        let max_depth =
-            (self.config.limits.max_json_depth).unwrap_or_else(|| facts.max_json_depth());
+        let configured = self.config.limits.max_json_depth;
+        let max_depth = configured.unwrap_or_else(|| facts.max_json_depth());
         let (verdict, findings) = judge(kind, head, &bytes, max_depth, &facts);
         if let Verdict::Reject(field) = verdict {
             outcome.would_reject = Some(field);

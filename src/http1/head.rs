@@ -244,29 +244,27 @@ fn absolute_form_has_path(target: &[u8]) -> bool {
         Some(at) => &authority[at + 1..],
         None => authority,
     };
-    let (host, port) = if let Some(v6) = host_port.strip_prefix(b"[") {
-        let Some(close) = v6.iter().position(|&b| b == b']') else {
-            return false;
-        };
-        let addr = &v6[..close];
-        if addr.is_empty()
-            || !addr
+    // A name of letters, digits, `.` and `-`, or a bracketed IPv6 address; then the port.
+    let (host_ok, port) = match host_port.strip_prefix(b"[") {
+        Some(v6) => {
+            let Some(close) = v6.iter().position(|&b| b == b']') else {
+                return false;
+            };
+            let ip = &v6[..close];
+            let ip_ok = ip
                 .iter()
-                .all(|b| b.is_ascii_hexdigit() || b".:".contains(b))
-        {
-            return false;
+                .all(|b| b.is_ascii_hexdigit() || b".:".contains(b));
+            (!ip.is_empty() && ip_ok, &v6[close + 1..])
         }
-        (&b"v6"[..], &v6[close + 1..])
-    } else {
-        match host_port.iter().position(|&b| b == b':') {
-            Some(colon) => (&host_port[..colon], &host_port[colon..]),
-            None => (host_port, &b""[..]),
+        None => {
+            let colon = host_port.iter().position(|&b| b == b':');
+            let (name, port) = host_port.split_at(colon.unwrap_or(host_port.len()));
+            let name_ok = name
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || b".-".contains(b));
+            (!name.is_empty() && name_ok, port)
         }
     };
-    let host_ok = !host.is_empty()
-        && host
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
     let port_ok = match port.strip_prefix(b":") {
         None => port.is_empty(),
         Some(digits) => decimal(digits).is_some_and(|n| n <= 0xffff),
