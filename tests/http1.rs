@@ -169,6 +169,7 @@ async fn request_lines_are_read_as_vllms_server_reads_them() {
         "POST  /v1/chat/completions   HTTP/1.1",
         "POST http://gw/v1/chat/completions HTTP/1.1",
         "POST https://u@gw:65535/v1/chat/completions?x#y HTTP/1.1",
+        r#"POST /v1/chat/completions?q={"a":"<b>"} HTTP/1.1"#,
     ];
     let unparsable = [
         "POST /v1/chat/completions HTTP/1.1 ",
@@ -204,6 +205,16 @@ async fn request_lines_are_read_as_vllms_server_reads_them() {
         (400, "Invalid HTTP request received.".into())
     );
     assert!(fake.received().is_empty());
+
+    // What vLLM's server takes and `http::Uri` does not goes on percent-encoded, which vLLM
+    // decodes to the same path and query.
+    let wire = post("1.1", "", CLEAN).replacen(CHAT, r#"/v1/chat/completions?q="<`>""#, 1);
+    let mut c = Conn::open(gw.addr).await;
+    c.write(wire.as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 200);
+    let received = fake.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].path, "/v1/chat/completions?q=%22%3C%60%3E%22");
 }
 
 #[tokio::test]

@@ -4,7 +4,8 @@
 //! names: over mmgate's HTTP/1.1 server (which writes the upstream's lines as they came,
 //! CRLF-ended) and over HTTP/2 (hyper). A chunked body reaches an HTTP/1.1 client as the
 //! upstream's chunks (size lines written bare, without its trailers), or cut short when
-//! the upstream's breaks off; an HTTP/1.0 or HTTP/2 client gets its data.
+//! the upstream's breaks off; an HTTP/1.0 or HTTP/2 client gets its data. (And one thing
+//! of a request: a target `http::Uri` cannot hold, which vLLM's server takes.)
 
 #[path = "support/raw.rs"]
 mod raw;
@@ -76,7 +77,7 @@ async fn answer(mut s: TcpStream, fields: String) {
                 _ => return,
             }
         }
-        buf.drain(..end + length);
+        let raw_head: Vec<u8> = buf.drain(..end + length).take(end).collect();
         if head.starts_with("get /broken ") {
             // One whole chunk, part of the next, then the connection closes.
             let _ = s
@@ -87,7 +88,17 @@ async fn answer(mut s: TcpStream, fields: String) {
                 .await;
             return;
         }
-        let answer = if head.starts_with("get /stream ") {
+        let answer = if head.contains("\r\nx-echo: line\r\n") {
+            // The request line as it arrived (from the raw bytes, not the lowercased copy).
+            let line = String::from_utf8_lossy(
+                &raw_head[..raw_head.iter().position(|&b| b == b'\r').unwrap()],
+            )
+            .into_owned();
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{line}",
+                line.len()
+            )
+        } else if head.starts_with("get /stream ") {
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
              transfer-encoding: chunked\r\n\r\n"
                 .to_string()
@@ -300,4 +311,27 @@ async fn a_passed_body_that_breaks_off_reaches_the_client_cut_short() {
     // What came before the break, and never a last chunk: the client sees the body unended.
     assert!(body.starts_with("d\r\ndata: first\n\n\r\n"), "{body:?}");
     assert!(!body.contains("\r\n0\r\n"), "{body:?}");
+}
+
+#[tokio::test]
+async fn a_target_vllms_server_takes_goes_on_as_it_reads_it() {
+    // `*` and what follows it (vLLM's 404 for any method) as written; `"`, `<`, `>` and
+    // `` ` `` percent-encoded, which vLLM decodes to the same path and query.
+    let gw = start(FIELDS.into()).await;
+    for (target, forwarded) in [
+        ("*?a", "*?a"),
+        ("*/v1/models#x", "*/v1/models#x"),
+        ("*", "*"),
+        (
+            r#"/v1/models?q={"a":"<`>"}"#,
+            "/v1/models?q={%22a%22:%22%3C%60%3E%22}",
+        ),
+    ] {
+        let mut c = Conn::open(gw.addr).await;
+        c.write(format!("GET {target} HTTP/1.1\r\nHost: gw\r\nX-Echo: line\r\n\r\n").as_bytes())
+            .await;
+        let r = c.response().await.unwrap();
+        assert_eq!(r.status, 200, "{target}: {}", r.head);
+        assert_eq!(r.text(), format!("GET {forwarded} HTTP/1.1"), "{target}");
+    }
 }

@@ -10,8 +10,9 @@ where the untrusted one answers the gate's 400; a path it gates wrongly gets the
 where vLLM answers 404 or 405. Targets: each family's gated paths and some neighbours with
 percent-encodings (either hex case), doubled, trailing and encoded slashes, dot segments,
 queries and fragments, case changes, `;` parameters, absolute form, raw and encoded
-non-ASCII bytes; now and then another method. Requests go out as raw bytes over a socket,
-so the target reaches the server exactly as written. Standard library only; deterministic
+non-ASCII bytes, bytes `http::Uri` refuses (`"<>` and backtick), `*` targets; now and then
+another method. Requests go out as raw bytes over a socket, so the target reaches the
+server exactly as written. Standard library only; deterministic
 for a seed.
 """
 import random
@@ -70,7 +71,8 @@ def mutate(p):
     if kind == 4 and segs:
         i = rnd.choice(segs); return p[:i] + rnd.choice(['/.', '/x/..', '/%2e', '/%2E%2e/v1', '/..']) + p[i:]
     if kind == 5:
-        return p + rnd.choice(['?', '?a=1', '?mm_processor_kwargs=%7B%7D', '#f', '?a#b', '%3F', '%23x', '?/x'])
+        return p + rnd.choice(['?', '?a=1', '?mm_processor_kwargs=%7B%7D', '#f', '?a#b', '%3F', '%23x', '?/x',
+                               '?q="<x>"', '?a={"b":[1]}', '?`|^'])
     if kind == 6 and letters:
         i = rnd.choice(letters); return p[:i] + p[i].swapcase() + p[i + 1:]
     if kind == 7 and segs:
@@ -80,7 +82,8 @@ def mutate(p):
     if kind == 9:
         return rnd.choice(['/', '//', '///']) + p.lstrip('/')
     if kind == 10:
-        return p + rnd.choice(['%00', '%20', '+', ' ', '%C3%A9', '\u00e9', '\\', '%5C', '~', '%7E', '*'])
+        return p + rnd.choice(['%00', '%20', '+', ' ', '%C3%A9', '\u00e9', '\\', '%5C', '~', '%7E', '*',
+                               '"', '<', '>', '`', '{', '}', '|', '^'])
     if kind == 11 and segs:
         i = rnd.choice(segs); return p[:i] + '\\' + p[i + 1:]
     if kind == 12 and letters:
@@ -92,7 +95,9 @@ def mutate(p):
     if kind == 15 and segs:
         i = rnd.choice(segs); return p[:i] + '/%20' + p[i:]
     if kind == 16:
-        return '*' if rnd.random() < .3 else p + '?' + 'x' * rnd.randrange(1, 3000)
+        if rnd.random() < .3:
+            return rnd.choice(['*', '*' + p, '*?a'])
+        return p + '?' + 'x' * rnd.randrange(1, 3000)
     return p
 
 

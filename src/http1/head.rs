@@ -16,7 +16,7 @@
 //! host or port or without a path, or a target of any other form than `/...`, `*...` and
 //! `scheme://...`.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, StatusCode, Uri, Version};
 
@@ -56,6 +56,11 @@ struct Field {
     name: (usize, usize),
     value: (usize, usize),
 }
+
+/// A request target to forward as the client wrote it, one the request's `Uri` cannot hold
+/// (an extension of the request).
+#[derive(Clone)]
+pub(crate) struct VerbatimTarget(pub(crate) Bytes);
 
 /// Room for the field positions of a head, kept by a connection from one head to the next.
 #[derive(Default)]
@@ -110,7 +115,18 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
     let head = buf.split_to(len).freeze();
     let slice = |(start, len): (usize, usize)| head.slice(start..start + len);
 
-    let uri = Uri::from_maybe_shared(slice(target)).map_err(|_| bad)?;
+    let written = &head[target.0..target.0 + target.1];
+    let mut verbatim = None;
+    let uri = match Uri::from_maybe_shared(slice(target)) {
+        // vLLM's server reads `*...` as a path, which no route has; `http::Uri` has no such
+        // form, so the request is handled as `*` and forwarded as written.
+        _ if written.len() > 1 && written[0] == b'*' => {
+            verbatim = Some(VerbatimTarget(slice(target)));
+            Uri::from_static("*")
+        }
+        Ok(uri) => uri,
+        Err(_) => Uri::try_from(escape_target(written)).map_err(|_| bad)?,
+    };
     let mut headers = HeaderMap::with_capacity(fields.len());
     let mut seen = Seen::default();
     for f in fields.iter() {
@@ -137,6 +153,9 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
     *request.headers_mut() = headers;
     if seen.chunked_last.is_some() && seen.length.is_some() {
         request.extensions_mut().insert(AmbiguousFraming);
+    }
+    if let Some(verbatim) = verbatim {
+        request.extensions_mut().insert(verbatim);
     }
     Ok(Some(Head {
         request,
@@ -219,6 +238,24 @@ fn vllm_refuses_target(target: &[u8]) -> bool {
         _ => !absolute_form_has_path(target),
     }
 }
+
+/// `target` with the bytes vLLM's server takes in a path or a query and `http::Uri` does not
+/// (`"`, `<`, `>`, `` ` ``) percent-encoded: vLLM decodes both spellings to the same path and
+/// query, so the request is routed, gated and answered as it would be unchanged.
+fn escape_target(target: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(target.len() + 8);
+    for &b in target {
+        match b {
+            b'"' | b'<' | b'>' | b'`' => {
+                out.extend_from_slice(&[b'%', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]])
+            }
+            _ => out.push(b),
+        }
+    }
+    out
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
 /// Whether `target` is `scheme://authority/...` with an authority vLLM's server accepts.
 fn absolute_form_has_path(target: &[u8]) -> bool {
@@ -443,6 +480,30 @@ mod tests {
                 target(&format!("POST {accepted} HTTP/1.1")).is_ok(),
                 "{accepted}"
             );
+        }
+        // `*` and more: a path to vLLM's server, handled as `*` and forwarded as written.
+        for (written, verbatim) in [("*", None), ("*?a", Some("*?a")), ("*/x#f", Some("*/x#f"))] {
+            let wire = format!("POST {written} HTTP/1.1\r\nHost: a\r\n\r\n");
+            let head = parse_all(&wire).unwrap().expect("whole");
+            assert_eq!(head.request.uri(), "*");
+            let kept = head.request.extensions().get::<VerbatimTarget>();
+            assert_eq!(
+                kept.map(|t| &t.0[..]),
+                verbatim.map(str::as_bytes),
+                "{written}"
+            );
+        }
+        // Bytes `http::Uri` refuses and vLLM's server takes: forwarded percent-encoded.
+        for (written, forwarded) in [
+            (
+                r#"/tokenize?q={"a":"<b>"}"#,
+                "/tokenize?q={%22a%22:%22%3Cb%3E%22}",
+            ),
+            ("/tok`<>enize?`", "/tok%60%3C%3Eenize?%60"),
+            ("http://h/a<?b>#c\"", "http://h/a%3C?b%3E"),
+        ] {
+            let line = format!("POST {written} HTTP/1.1");
+            assert_eq!(target(&line).as_deref(), Ok(forwarded), "{written}");
         }
         let refused = [
             "POST /tokenize HTTP/1.1 ",

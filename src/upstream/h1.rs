@@ -30,6 +30,7 @@ use super::fields::{Kept, ResponseFields};
 use crate::chunked::{Chunked, Step};
 use crate::digits::{decimal, size_line};
 use crate::error::GateError;
+use crate::http1::VerbatimTarget;
 use crate::vectored::Gather;
 
 /// The longest response head accepted.
@@ -179,12 +180,15 @@ impl Link {
         let out = &mut self.out;
         out.put(method.as_str().as_bytes());
         out.put(b" ");
-        out.put(
-            req.uri()
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .as_bytes(),
-        );
+        match req.extensions().get::<VerbatimTarget>() {
+            Some(VerbatimTarget(target)) => out.put(&target[..]),
+            None => out.put(
+                req.uri()
+                    .path_and_query()
+                    .map_or("/", |p| p.as_str())
+                    .as_bytes(),
+            ),
+        }
         out.put(b" HTTP/1.1\r\n");
         for (name, value) in headers {
             if name != header::CONTENT_LENGTH && !set.iter().any(|(n, _)| n == name) {
