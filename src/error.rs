@@ -271,7 +271,10 @@ impl GateError {
         let (kind, message) = match self {
             GateError::Gate(field) => return Bytes::from_static(gate_body(*field).as_bytes()),
             GateError::UpstreamUnauthorized => return Bytes::from_static(UNAUTHORIZED_BODY.as_bytes()),
-            GateError::MalformedBody(_) => return Bytes::from_static(INVALID_HTTP_BODY.as_bytes()),
+            // vLLM's server (uvicorn, llhttp) refuses both in these words.
+            GateError::MalformedBody(_) | GateError::AmbiguousFraming => {
+                return Bytes::from_static(INVALID_HTTP_BODY.as_bytes())
+            }
             // vLLM's very words where mmgate knows them, else its own explanation.
             GateError::Unclassifiable(inv) => match inv.vllm_answer() {
                 Some(answer) => return answer,
@@ -285,10 +288,6 @@ impl GateError {
                 format!("mmgate: the request body is larger than the gateway's limit of {limit} bytes; send a smaller request."),
             ),
             GateError::BodyRead(_) => ("BadRequestError", format!("mmgate: {self}; resend the request.")),
-            GateError::AmbiguousFraming => (
-                "BadRequestError",
-                format!("mmgate: {self}, which proxies may read differently (request smuggling), so it is refused; send one of them."),
-            ),
             GateError::UpstreamUnreachable { .. } | GateError::UpstreamFailed { .. } => {
                 ("BadGateway", format!("mmgate: {self}; retry later."))
             }
@@ -341,7 +340,9 @@ impl GateError {
         let mut res = Response::new(B::from(self.body()));
         *res.status_mut() = self.status();
         let content_type = match self {
-            GateError::MalformedBody(_) => "text/plain; charset=utf-8",
+            GateError::MalformedBody(_) | GateError::AmbiguousFraming => {
+                "text/plain; charset=utf-8"
+            }
             _ => "application/json",
         };
         res.headers_mut()
@@ -378,7 +379,6 @@ mod tests {
             (GateError::Unclassifiable(Invalid::ContentType), 400),
             (GateError::BodyTooLarge { limit: 5 }, 413),
             (GateError::BodyRead("reset".into()), 400),
-            (GateError::AmbiguousFraming, 400),
             (
                 GateError::UpstreamUnreachable {
                     upstream: "u".into(),
@@ -458,17 +458,19 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_chunked_body_is_answered_as_vllms_server_answers_it() {
-        let e = GateError::MalformedBody("chunk data not followed by CRLF");
-        let res: Response<Bytes> = e.to_response();
-        assert_eq!(res.status(), 400);
-        assert_eq!(res.body(), INVALID_HTTP_BODY);
-        assert_eq!(
-            res.headers()[header::CONTENT_TYPE],
-            "text/plain; charset=utf-8"
-        );
-        assert_eq!(res.headers()[header::CONNECTION], "close");
-        assert_eq!(e.refusal_reason(), Some("framing"));
+    fn bad_framing_is_answered_as_vllms_server_answers_it() {
+        let malformed = GateError::MalformedBody("chunk data not followed by CRLF");
+        for e in [malformed, GateError::AmbiguousFraming] {
+            let res: Response<Bytes> = e.to_response();
+            assert_eq!(res.status(), 400);
+            assert_eq!(res.body(), INVALID_HTTP_BODY);
+            assert_eq!(
+                res.headers()[header::CONTENT_TYPE],
+                "text/plain; charset=utf-8"
+            );
+            assert_eq!(res.headers()[header::CONNECTION], "close");
+            assert_eq!(e.refusal_reason(), Some("framing"));
+        }
         let chunked = axum::Error::new(crate::http1::BodyError::Chunked("invalid chunk size"));
         assert!(matches!(
             GateError::body_failed(chunked),
