@@ -264,10 +264,10 @@ fn burst(buf: &mut BytesMut, out: &mut Merged, passing: bool) {
 }
 
 /// The data (`start..end`) of the chunk at `pos` in `b`, if it is whole (its CRLF too), has
-/// a bare size line (`HEX CRLF`, at most 15 digits) and is not the last one.
+/// a bare size line (`HEX CRLF`, at most 15 significant digits) and is not the last one.
 #[inline]
 fn whole_chunk(b: &[u8], pos: usize) -> Option<(usize, usize)> {
-    // More than 15 digits, none, or the last chunk: the state machine reads those.
+    // More than 15 significant digits, none, or the last chunk: the state machine reads those.
     let (size, digits) = hex_prefix(b.get(pos..)?)?;
     if digits == 0 || size == 0 {
         return None;
@@ -279,7 +279,7 @@ fn whole_chunk(b: &[u8], pos: usize) -> Option<(usize, usize)> {
     framed.then_some((start, end))
 }
 
-/// The size on a chunk-size line (`HEX [; extensions] CRLF`), at most 15 hex digits;
+/// The size on a chunk-size line (`HEX [; extensions] CRLF`), at most 15 significant hex digits;
 /// `strict`, with extensions as [`strict_extensions`] reads them.
 fn chunk_size(line: &[u8], strict: bool) -> Result<u64, &'static str> {
     let line = line
@@ -356,7 +356,8 @@ fn is_token(c: u8) -> bool {
 }
 
 /// The number in the hex digits `b` starts with, and how many there are (maybe none);
-/// `None` past 15 digits. Inlined: it reads every chunk of an SSE burst.
+/// `None` past 15 significant digits (leading zeros do not count). Inlined: it reads every
+/// chunk of an SSE burst.
 #[inline(always)]
 fn hex_prefix(b: &[u8]) -> Option<(u64, usize)> {
     let (mut size, mut digits) = (0u64, 0);
@@ -365,8 +366,8 @@ fn hex_prefix(b: &[u8]) -> Option<(u64, usize)> {
         if value > 0xF {
             break;
         }
-        if digits == 15 {
-            return None;
+        if size >> 56 != 0 {
+            return None; // a 16th significant digit (leading zeros do not count, as in llhttp)
         }
         size = size << 4 | u64::from(value);
         digits += 1;
@@ -517,8 +518,9 @@ mod tests {
     }
 
     #[test]
-    fn size_lines_are_passed_bare_and_15_digits_are_read() {
-        let wire = b"1\r\na\r\n000000000000001\r\nb\r\n2 ;x=\"y\"\r\ncd\r\n1\t\r\ne\r\n0\r\n\r\n";
+    fn size_lines_are_passed_bare_and_zero_padded_sizes_are_read() {
+        let wire =
+            b"1\r\na\r\n000000000000000000001\r\nb\r\n2 ;x=\"y\"\r\ncd\r\n1\t\r\ne\r\n0\r\n\r\n";
         assert_eq!(decode_in_pieces(wire, &[]).unwrap().0, b"abcde");
         for cuts in [&[][..], &[3, 9, 30], &[1, 2, 4, 8, 16, 32]] {
             let (passed, _) = decode_in_pieces_with(Chunked::passing(), wire, cuts).unwrap();
@@ -549,9 +551,9 @@ mod tests {
             b"1\r\na\r\n-5\r\n",
             b"1\r\na\r\n0\r\nno colon\r\n\r\n",
             b"1\r\naXX2\r\nbc\r\n0\r\n\r\n",
-            // 16 digits, after a whole chunk and alone.
-            b"1\r\na\r\n0000000000000001\r\nb\r\n0\r\n\r\n",
-            b"0000000000000001\r\nb\r\n0\r\n\r\n",
+            // 16 significant digits, after a whole chunk and alone.
+            b"1\r\na\r\n1000000000000000\r\nb\r\n0\r\n\r\n",
+            b"01000000000000000\r\nb\r\n0\r\n\r\n",
         ] {
             assert!(
                 decode_in_pieces(wire, &[]).is_err(),
@@ -570,7 +572,7 @@ mod tests {
     }
 
     #[test]
-    fn chunk_sizes_are_up_to_15_hex_digits_then_extensions() {
+    fn chunk_sizes_are_up_to_15_significant_hex_digits_then_extensions() {
         // (line, size as a response's, as a request's: no whitespace, strict extensions)
         let cases: &[(&[u8], Option<u64>, Option<u64>)] = &[
             (b"0\r\n", Some(0), Some(0)),
@@ -584,6 +586,12 @@ mod tests {
                 Some(0xfff_ffff_ffff_ffff),
             ),
             (b"1000000000000000\r\n", None, None),
+            (b"0000000000000000000001a\r\n", Some(26), Some(26)),
+            (
+                b"00fffffffffffffff\r\n",
+                Some(0xfff_ffff_ffff_ffff),
+                Some(0xfff_ffff_ffff_ffff),
+            ),
             (b"\r\n", None, None),
             (b";ext\r\n", None, None),
             (b"g\r\n", None, None),
