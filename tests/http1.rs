@@ -56,6 +56,38 @@ async fn an_http10_client_asking_for_keep_alive_keeps_its_connection() {
 }
 
 #[tokio::test]
+async fn http_2_0_and_0_9_request_lines_and_a_chunked_http10_body_are_read_as_vllm_reads_them() {
+    // llhttp takes `HTTP/2.0` and `HTTP/0.9` request lines and reads them as HTTP/1.0
+    // (kept alive when asked), and a chunked body on any of them; the latter closes.
+    let (fake, gw) = start().await;
+    for version in ["2.0", "0.9"] {
+        let mut c = Conn::open(gw.addr).await;
+        for _ in 0..2 {
+            c.write(post(version, "Connection: keep-alive\r\n", CLEAN).as_bytes())
+                .await;
+            let r = c.response().await.unwrap();
+            assert!(r.head.starts_with("HTTP/1.0 200"), "{}", r.head);
+        }
+    }
+    let chunked = format!(
+        "POST {CHAT} HTTP/1.0\r\nHost: gw\r\nContent-Type: application/json\r\n\
+         Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{CLEAN}\r\n0\r\n\r\n",
+        CLEAN.len()
+    );
+    let mut c = Conn::open(gw.addr).await;
+    c.write(chunked.as_bytes()).await;
+    let r = c.response().await.unwrap();
+    assert!(r.head.starts_with("HTTP/1.0 200"), "{}", r.head);
+    assert!(
+        c.closed_within(VERDICT).await,
+        "closed after a chunked HTTP/1.0 body"
+    );
+    let got = fake.received();
+    assert_eq!(got.len(), 5);
+    assert_eq!(got[4].body, bytes::Bytes::from(CLEAN));
+}
+
+#[tokio::test]
 async fn a_stream_to_an_http10_client_runs_to_the_close_and_to_http11_is_chunked() {
     let (_fake, gw) = start().await;
     let mut c = Conn::open(gw.addr).await;
@@ -290,6 +322,36 @@ async fn expect_100_continue_on_a_streamed_route_sends_continue_then_forwards_th
         200
     );
     assert_eq!(fake.received()[0].body, bytes::Bytes::from(body));
+}
+
+#[tokio::test]
+async fn a_body_sent_without_waiting_for_100_continue_still_gets_it_first() {
+    // vLLM's server sends `100 Continue` when the body is first asked for, whether or not it
+    // has come: a client that did not wait sees it before the answer, from both.
+    let (fake, gw) = start().await;
+    let offending = r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"a":1}}"#;
+    for (body, status, chunked) in [
+        (offending, 400, false),
+        (CLEAN, 200, false),
+        (CLEAN, 200, true),
+    ] {
+        let framing = if chunked {
+            "Transfer-Encoding: chunked\r\n".to_string()
+        } else {
+            format!("Content-Length: {}\r\n", body.len())
+        };
+        let sent = if chunked {
+            format!("{:x}\r\n{body}\r\n0\r\n\r\n", body.len())
+        } else {
+            body.to_string()
+        };
+        let mut c = Conn::open(gw.addr).await;
+        let h = head(CHAT, &format!("Expect: 100-continue\r\n{framing}"));
+        c.write(format!("{h}{sent}").as_bytes()).await;
+        assert_eq!(c.response().await.unwrap().status, 100);
+        assert_eq!(c.response().await.unwrap().status, status, "{body}");
+    }
+    assert_eq!(fake.received().len(), 2);
 }
 
 /// Sends a head with `Expect: 100-continue`, checks that `100 Continue` comes, sends the

@@ -182,6 +182,10 @@ impl Reading {
         cx: &mut Context<'_>,
         out: &mut BytesMut,
     ) -> Poll<Result<(), BodyError>> {
+        // `100 Continue` first, even for a body already here (as vLLM's server sends it).
+        if self.awaits_continue(cx) {
+            return Poll::Pending;
+        }
         loop {
             let left = match self.body {
                 Remaining::Length(left) => usize::try_from(left).unwrap_or(usize::MAX),
@@ -191,9 +195,6 @@ impl Reading {
                 }
             };
             let n = if self.buf.is_empty() {
-                if self.awaits_continue(cx) {
-                    return Poll::Pending;
-                }
                 let mut room = (&mut *out).limit(left);
                 match tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut room) {
                     Poll::Ready(Ok(n)) if n > 0 => n,
@@ -338,6 +339,10 @@ fn poll_body(
     r: &mut Reading,
     cx: &mut Context<'_>,
 ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+    // `100 Continue` first, even for a body already here (as vLLM's server sends it).
+    if r.awaits_continue(cx) {
+        return Poll::Pending;
+    }
     loop {
         let want = match &mut r.body {
             Remaining::Done => return Poll::Ready(None),
@@ -372,9 +377,6 @@ fn poll_body(
                 }
             },
         };
-        if r.awaits_continue(cx) {
-            return Poll::Pending;
-        }
         match r.poll_fill(cx, want) {
             Poll::Ready(true) => {}
             Poll::Ready(false) => {

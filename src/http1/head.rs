@@ -5,13 +5,15 @@
 //! What hyper's server or vLLM's (uvicorn with httptools, whose llhttp is stricter) refuses
 //! is refused here: a head that does not parse, a line that ends in a bare LF, an invalid
 //! target or field, a `Transfer-Encoding` whose last coding is not `chunked` or that names
-//! `chunked` twice (or any on HTTP/1.0), and a `Content-Length` that is given twice or is
+//! `chunked` twice, and a `Content-Length` that is given twice or is
 //! not a plain decimal number get 400; a head over 64 KiB or with more than 100 fields gets
 //! 431. A head with both `Content-Length` and `Transfer-Encoding` is passed on marked
 //! [`AmbiguousFraming`], for the gateway to refuse and count.
 //!
 //! The request line is read as vLLM's server (uvicorn with httptools) reads it: several
-//! spaces may separate its parts, and a target it cannot route is refused
+//! spaces may separate its parts, `HTTP/2.0` and `HTTP/0.9` are read as `HTTP/1.0` (as is a
+//! chunked body on any of them, the connection closed after it), and a target it cannot
+//! route is refused
 //! ([`vllm_refuses_target`]): any byte outside visible ASCII, and an absolute form with a bad
 //! host or port or without a path, or a target of any other form than `/...`, `*...` and
 //! `scheme://...`.
@@ -57,6 +59,25 @@ struct Field {
     value: (usize, usize),
 }
 
+/// vLLM's server (llhttp) takes `HTTP/2.0` and `HTTP/0.9` on a request line too, and reads
+/// such a request as it reads an HTTP/1.0 one (kept alive only when asked): `Some(true)` when
+/// the request line ends in one of them, now rewritten in place to `HTTP/1.0`; `Some(false)`
+/// while the line is not whole and may still; `None` otherwise.
+fn other_version(buf: &mut BytesMut) -> Option<bool> {
+    const OTHERS: [&[u8]; 2] = [b" HTTP/2.0\r", b" HTTP/0.9\r"];
+    let Some(eol) = memchr::memchr(b'\n', buf) else {
+        let tail = &buf[buf.iter().rposition(|&b| b == b' ')?..];
+        return OTHERS.iter().any(|v| v.starts_with(tail)).then_some(false);
+    };
+    let line = &mut buf[..eol];
+    if !OTHERS.iter().any(|v| line.ends_with(v)) {
+        return None;
+    }
+    let minor = line.len() - 4;
+    line[minor..minor + 3].copy_from_slice(b"1.0");
+    Some(true)
+}
+
 /// A request target to forward as the client wrote it, one the request's `Uri` cannot hold
 /// (an extension of the request).
 #[derive(Clone)]
@@ -82,6 +103,13 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
             return Err(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
         }
         Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Ok(None),
+        Err(httparse::Error::Version) => {
+            return match other_version(buf) {
+                Some(true) => parse(buf, fields),
+                Some(false) if buf.len() < MAX_HEAD => Ok(None),
+                _ => Err(StatusCode::BAD_REQUEST),
+            }
+        }
         Ok(httparse::Status::Partial) | Err(httparse::Error::TooManyHeaders) => {
             return Err(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
         }
@@ -136,14 +164,15 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
         headers.append(name, value);
     }
     let framing = match (seen.chunked_last, seen.length) {
-        (Some(_), _) if version == Version::HTTP_10 => return Err(bad),
         (Some(false), _) => return Err(bad),
         (Some(true), _) => Framing::Chunked,
         (None, Some(0) | None) => Framing::Empty,
         (None, Some(n)) => Framing::Length(n),
     };
     let keep_alive = match version {
-        Version::HTTP_10 => seen.keep_alive && !seen.close,
+        // A chunked HTTP/1.0 body is read, as vLLM's server reads it, and the connection
+        // closed after the answer (RFC 9112 §6.1).
+        Version::HTTP_10 => seen.keep_alive && !seen.close && framing != Framing::Chunked,
         _ => !seen.close,
     };
     let mut request = Request::new(());
@@ -362,8 +391,11 @@ mod tests {
         ] {
             assert_eq!(framing(refused), bad, "{refused:?}");
         }
-        let http10 = "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n";
-        assert_eq!(parse_all(http10).err(), Some(StatusCode::BAD_REQUEST));
+        // On HTTP/1.0 too, as vLLM's server reads it; the connection closes after it.
+        let http10 =
+            "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n";
+        let head = parse_all(http10).unwrap().unwrap();
+        assert_eq!((head.framing, head.keep_alive), (Framing::Chunked, false));
     }
 
     #[test]
@@ -393,6 +425,38 @@ mod tests {
         assert!(!alive("GET / HTTP/1.1\r\nConnection: foo, Close\r\n\r\n"));
         assert!(!alive("GET / HTTP/1.0\r\n\r\n"));
         assert!(alive("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+    }
+
+    #[test]
+    fn http_2_0_and_0_9_request_lines_are_read_as_http_1_0() {
+        for version in ["2.0", "0.9"] {
+            let wire = format!("GET /x  HTTP/{version}\r\nConnection: keep-alive\r\n\r\n");
+            let head = parse_all(&wire).unwrap().expect("whole");
+            assert_eq!(head.request.version(), Version::HTTP_10, "{version}");
+            assert!(head.keep_alive);
+            assert!(
+                !parse_all(&wire.replace("keep-alive", "x"))
+                    .unwrap()
+                    .unwrap()
+                    .keep_alive
+            );
+            // Cut anywhere in the request line, it waits for the rest.
+            for cut in 1..wire.find('\n').unwrap() {
+                assert!(
+                    parse_all(&wire[..cut]).unwrap().is_none(),
+                    "{:?}",
+                    &wire[..cut]
+                );
+            }
+        }
+        for refused in ["1.2", "2.1", "3.0", "0.8", "2.0 "] {
+            let wire = format!("GET /x HTTP/{refused}\r\n\r\n");
+            assert_eq!(
+                parse_all(&wire).err(),
+                Some(StatusCode::BAD_REQUEST),
+                "{refused}"
+            );
+        }
     }
 
     #[test]
@@ -559,7 +623,7 @@ mod tests {
             Some(StatusCode::BAD_REQUEST)
         );
         assert_eq!(
-            parse_all("GET / HTTP/2.0\r\n\r\n").err(),
+            parse_all("GET / HTTP/2.2\r\n\r\n").err(),
             Some(StatusCode::BAD_REQUEST)
         );
         let many: String = (0..101).map(|i| format!("X-{i}: v\r\n")).collect();

@@ -21,6 +21,10 @@ const HEADS: &[(&str, &str)] = &[
     ("POST /tokenize?q={\"a\":\"<`>\"} HTTP/1.1", ""),
     ("POST /tokenize<` HTTP/1.1", ""),
     ("POST *?a HTTP/1.1", ""),
+    ("POST /tokenize HTTP/2.0", ""),
+    ("POST /tokenize HTTP/0.9", ""),
+    ("POST /tokenize HTTP/1.2", ""),
+    ("POST /tokenize HTTP/1.1", "Transfer-Encoding: chunked\r\n"),
     ("POST */tokenize HTTP/1.1", ""),
     ("POST /tokenize\u{e9} HTTP/1.1", ""),
     ("POST /tokenize?q=\u{e9} HTTP/1.1", ""),
@@ -60,7 +64,7 @@ async fn exchange(addr: SocketAddr, wire: &[u8]) -> (String, Option<String>, Vec
 }
 
 /// Chunked framings of [`OFFENDING`], well and badly formed.
-fn chunkings() -> [String; 7] {
+fn chunkings() -> [String; 8] {
     let n = OFFENDING.len();
     [
         format!("{n:x}\r\n{OFFENDING}\r\n0\r\n\r\n"),
@@ -70,6 +74,11 @@ fn chunkings() -> [String; 7] {
         format!("{n:x}; a = b\r\n{OFFENDING}\r\n0\r\n\r\n"),
         format!("{n:x}\r\n{OFFENDING}XX0\r\n\r\n"),
         format!("{n:x}\n{OFFENDING}\n0\n\n"),
+        format!(
+            "{}{n:x}\r\n{OFFENDING}\r\n{}\r\n\r\n",
+            "0".repeat(20),
+            "0".repeat(20)
+        ),
     ]
 }
 
@@ -85,9 +94,9 @@ pub(crate) async fn request_lines(
         let fields = format!("{fields}Content-Length: {length}\r\n");
         (*line, fields, OFFENDING.to_owned())
     });
-    let chunked = chunkings().map(|body| {
-        let fields = "Transfer-Encoding: chunked\r\n".to_owned();
-        ("POST /tokenize HTTP/1.1", fields, body)
+    let lines = ["POST /tokenize HTTP/1.1", "POST /tokenize HTTP/1.0"];
+    let chunked = lines.into_iter().flat_map(|line| {
+        chunkings().map(move |body| (line, "Transfer-Encoding: chunked\r\n".to_owned(), body))
     });
     for (line, fields, body) in framed.chain(chunked) {
         let wire = format!(
