@@ -264,10 +264,11 @@ fn burst(buf: &mut BytesMut, out: &mut Merged, passing: bool) {
 }
 
 /// The data (`start..end`) of the chunk at `pos` in `b`, if it is whole (its CRLF too), has
-/// a bare size line (`HEX CRLF`, at most 15 significant digits) and is not the last one.
+/// a bare size line (`HEX CRLF`, at most 15 digits) and is not the last one.
 #[inline]
 fn whole_chunk(b: &[u8], pos: usize) -> Option<(usize, usize)> {
-    // More than 15 significant digits, none, or the last chunk: the state machine reads those.
+    // Over 15 digits (maybe leading zeros), none, or the last chunk: the state machine
+    // reads those.
     let (size, digits) = hex_prefix(b.get(pos..)?)?;
     if digits == 0 || size == 0 {
         return None;
@@ -279,16 +280,22 @@ fn whole_chunk(b: &[u8], pos: usize) -> Option<(usize, usize)> {
     framed.then_some((start, end))
 }
 
-/// The size on a chunk-size line (`HEX [; extensions] CRLF`), at most 15 significant hex digits;
-/// `strict`, with extensions as [`strict_extensions`] reads them.
+/// The size on a chunk-size line (`HEX [; extensions] CRLF`), at most 15 significant hex
+/// digits; `strict`, with extensions as [`strict_extensions`] reads them.
 fn chunk_size(line: &[u8], strict: bool) -> Result<u64, &'static str> {
     let line = line
         .strip_suffix(b"\r\n")
         .ok_or("chunk-size line without CRLF")?;
-    let (size, digits) = hex_prefix(line)
+    // Leading zeros do not count toward the 15 digits: llhttp reads any number of them.
+    let zeros = line.iter().take_while(|&&b| b == b'0').count();
+    let zeros = match line.get(zeros) {
+        Some(b) if b.is_ascii_hexdigit() => zeros,
+        _ => zeros.saturating_sub(1), // the size is zero: its last zero is read as it
+    };
+    let (size, digits) = hex_prefix(&line[zeros..])
         .filter(|&(_, digits)| digits > 0)
         .ok_or("invalid chunk size")?;
-    let rest = &line[digits..];
+    let rest = &line[zeros + digits..];
     if strict {
         return if strict_extensions(rest) {
             Ok(size)
@@ -356,8 +363,7 @@ fn is_token(c: u8) -> bool {
 }
 
 /// The number in the hex digits `b` starts with, and how many there are (maybe none);
-/// `None` past 15 significant digits (leading zeros do not count). Inlined: it reads every
-/// chunk of an SSE burst.
+/// `None` past 15 digits. Inlined: it reads every chunk of an SSE burst.
 #[inline(always)]
 fn hex_prefix(b: &[u8]) -> Option<(u64, usize)> {
     let (mut size, mut digits) = (0u64, 0);
@@ -366,8 +372,8 @@ fn hex_prefix(b: &[u8]) -> Option<(u64, usize)> {
         if value > 0xF {
             break;
         }
-        if size >> 56 != 0 {
-            return None; // a 16th significant digit (leading zeros do not count, as in llhttp)
+        if digits == 15 {
+            return None;
         }
         size = size << 4 | u64::from(value);
         digits += 1;

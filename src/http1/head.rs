@@ -5,18 +5,18 @@
 //! What hyper's server or vLLM's (uvicorn with httptools, whose llhttp is stricter) refuses
 //! is refused here: a head that does not parse, a line that ends in a bare LF, an invalid
 //! target or field, a `Transfer-Encoding` whose last coding is not `chunked` or that names
-//! `chunked` twice, and a `Content-Length` that is given twice or is
-//! not a plain decimal number get 400; a head over 64 KiB or with more than 100 fields gets
-//! 431. A head with both `Content-Length` and `Transfer-Encoding` is passed on marked
-//! [`AmbiguousFraming`], for the gateway to refuse and count.
+//! `chunked` twice, and a `Content-Length` that is given twice or is not a plain decimal
+//! number get 400; a head over 64 KiB or with more than 100 fields gets 431. A head with
+//! both `Content-Length` and `Transfer-Encoding` is passed on marked [`AmbiguousFraming`],
+//! for the gateway to refuse and count.
 //!
 //! The request line is read as vLLM's server (uvicorn with httptools) reads it: several
-//! spaces may separate its parts, `HTTP/2.0` and `HTTP/0.9` are read as `HTTP/1.0` (as is a
-//! chunked body on any of them, the connection closed after it), and a target it cannot
-//! route is refused
-//! ([`vllm_refuses_target`]): any byte outside visible ASCII, and an absolute form with a bad
-//! host or port or without a path, or a target of any other form than `/...`, `*...` and
-//! `scheme://...`.
+//! spaces may separate its parts; `HTTP/2.0` and `HTTP/0.9` are read as `HTTP/1.0`, and a
+//! chunked body is read on any of them (the connection closed after it); a target it cannot
+//! route is refused ([`vllm_refuses_target`]): any byte outside visible ASCII, an absolute
+//! form with a bad host or port or without a path, or a target of any other form than
+//! `/...`, `*...` and `scheme://...`. A target `http::Uri` cannot hold is percent-encoded
+//! (`"<>` and backtick) or, for `*...`, kept as written ([`VerbatimTarget`]).
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
