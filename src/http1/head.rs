@@ -144,16 +144,16 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
     let slice = |(start, len): (usize, usize)| head.slice(start..start + len);
 
     let written = &head[target.0..target.0 + target.1];
-    let mut verbatim = None;
-    let uri = match Uri::from_maybe_shared(slice(target)) {
+    let (uri, verbatim) = if written.len() > 1 && written[0] == b'*' {
         // vLLM's server reads `*...` as a path, which no route has; `http::Uri` has no such
         // form, so the request is handled as `*` and forwarded as written.
-        _ if written.len() > 1 && written[0] == b'*' => {
-            verbatim = Some(VerbatimTarget(slice(target)));
-            Uri::from_static("*")
-        }
-        Ok(uri) => uri,
-        Err(_) => Uri::try_from(escape_target(written)).map_err(|_| bad)?,
+        let kept = VerbatimTarget(slice(target));
+        (Uri::from_static("*"), Some(kept))
+    } else {
+        let uri = Uri::from_maybe_shared(slice(target))
+            .or_else(|_| Uri::try_from(escape_target(written)))
+            .map_err(|_| bad)?;
+        (uri, None)
     };
     let mut headers = HeaderMap::with_capacity(fields.len());
     let mut seen = Seen::default();
@@ -272,6 +272,7 @@ fn vllm_refuses_target(target: &[u8]) -> bool {
 /// (`"`, `<`, `>`, `` ` ``) percent-encoded: vLLM decodes both spellings to the same path and
 /// query, so the request is routed, gated and answered as it would be unchanged.
 fn escape_target(target: &[u8]) -> Vec<u8> {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = Vec::with_capacity(target.len() + 8);
     for &b in target {
         match b {
@@ -283,8 +284,6 @@ fn escape_target(target: &[u8]) -> Vec<u8> {
     }
     out
 }
-
-const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
 /// Whether `target` is `scheme://authority/...` with an authority vLLM's server accepts.
 fn absolute_form_has_path(target: &[u8]) -> bool {
