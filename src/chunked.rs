@@ -286,12 +286,11 @@ fn chunk_size(line: &[u8], strict: bool) -> Result<u64, &'static str> {
     let line = line
         .strip_suffix(b"\r\n")
         .ok_or("chunk-size line without CRLF")?;
-    // Leading zeros do not count toward the 15 digits: llhttp reads any number of them.
-    let zeros = line.iter().take_while(|&&b| b == b'0').count();
-    let zeros = match line.get(zeros) {
-        Some(b) if b.is_ascii_hexdigit() => zeros,
-        _ => zeros.saturating_sub(1), // the size is zero: its last zero is read as it
-    };
+    // Leading zeros do not count toward the 15 digits (llhttp reads any number of them):
+    // each zero with another digit after it is skipped.
+    let zeros = (line.windows(2))
+        .take_while(|w| w[0] == b'0' && w[1].is_ascii_hexdigit())
+        .count();
     let (size, digits) = hex_prefix(&line[zeros..])
         .filter(|&(_, digits)| digits > 0)
         .ok_or("invalid chunk size")?;
