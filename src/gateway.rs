@@ -245,7 +245,7 @@ impl Gateway {
         }
     }
 
-    /// Identify, take from the client's rate, then serve the route.
+    /// Classify, identify, take from the client's rate, then serve the route.
     async fn serve(
         &self,
         req: &mut Request<Body>,
@@ -256,29 +256,37 @@ impl Gateway {
         if req.extensions().get::<AmbiguousFraming>().is_some() {
             return Err(GateError::AmbiguousFraming);
         }
-        let who = self.identifier.identify(req.headers(), conn)?;
-        outcome.via = Some(who.via);
-        outcome.spoofed_header = who.spoofed_header;
-        outcome.client = who.client;
-        outcome.client_id = match who.client {
-            ClientId::Named(i) => self.config.clients[i].name.clone().into(),
-            ClientId::Anonymous => ANONYMOUS.into(),
-        };
-        if who.spoofed_header {
-            if let Some(h) = self.identifier.client_header() {
-                req.headers_mut().remove(h);
-            }
-        }
-        self.limits.check_rate(who.client)?;
+        // Classified first (it is pure), so that a refusal is counted on its route too.
         let route = classify(
             req.method(),
             req.uri().path_and_query().map_or("/", |p| p.as_str()),
             &self.config.vllm.root_path,
         );
+        if let Route::Gated(kind) = route {
+            outcome.route = Some(kind);
+        }
+        outcome.spoofed_header = self.identifier.drop_spoofed_header(req.headers_mut(), conn);
+        let who = self.identifier.identify(req.headers(), conn)?;
+        outcome.via = Some(who.via);
+        outcome.client = who.client;
+        outcome.client_id = match who.client {
+            ClientId::Named(i) => self.config.clients[i].name.clone().into(),
+            ClientId::Anonymous => ANONYMOUS.into(),
+        };
+        self.limits.check_rate(who.client)?;
         match route {
             Route::Ungated => {
-                let pool = self.client_view(who.client, None).pool;
-                self.forward(pool, who.client, req, conn, outcome, held)
+                let pool = &self.pools[self.client_view(who.client, None).pool];
+                if pool.trusted {
+                    // The bounded deployment: every body sent to it is within its limit.
+                    outcome.pool = Some(pool.name);
+                    let body = std::mem::take(req.body_mut());
+                    let whole = req.extensions_mut().remove::<WholeBody>();
+                    let limit = pool.max_body_bytes;
+                    *req.body_mut() =
+                        Body::from(self.read_body(req.headers(), body, whole, limit).await?);
+                }
+                self.forward(pool.id, who.client, req, conn, outcome, held)
                     .await
             }
             Route::Gated(kind) => self.gated(kind, who.client, req, conn, outcome, held).await,
@@ -315,7 +323,6 @@ impl Gateway {
         held: &mut Held,
     ) -> Result<Response<Body>, GateError> {
         let client = self.client_view(id, Some(kind));
-        outcome.route = Some(kind);
         outcome.mode = Some(client.mode);
         // `pass`: mmgate does nothing to this route; the body streams through unread, as on
         // an ungated route. Only a declared `Content-Length` over the pool's limit is refused.

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use http::{header, HeaderMap};
+use http::{header, HeaderMap, HeaderName, HeaderValue};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 use crate::config::{digest, ClientConfig, Identity, KeyDigest, Unknown};
@@ -76,8 +76,22 @@ pub struct Identified {
     pub client: ClientId,
     /// How.
     pub via: Via,
-    /// A client header arrived from outside the trusted networks and was ignored.
-    pub spoofed_header: bool,
+}
+
+/// A credential header that arrived more than once.
+struct Repeated;
+
+/// A header's one value; [`Repeated`] when it came more than once.
+fn only<'h>(
+    headers: &'h HeaderMap,
+    name: &HeaderName,
+) -> Result<Option<&'h HeaderValue>, Repeated> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    match values.next() {
+        Some(_) => Err(Repeated),
+        None => Ok(first),
+    }
 }
 
 /// Prebuilt lookup tables for identification.
@@ -108,22 +122,21 @@ impl Identifier {
         t
     }
 
-    /// The client header name, if one is configured.
-    pub fn client_header(&self) -> Option<&header::HeaderName> {
-        self.identity.client_header.as_ref()
+    /// Removes the client header when it came from outside the trusted networks (first,
+    /// so that it is counted even when identification then refuses the request); true
+    /// when it did.
+    pub fn drop_spoofed_header(&self, headers: &mut HeaderMap, conn: &ConnInfo) -> bool {
+        let Some(h) = &self.identity.client_header else {
+            return false;
+        };
+        headers.contains_key(h) && !self.is_trusted_source(conn) && headers.remove(h).is_some()
     }
 
-    /// Identifies one request.
+    /// Identifies one request. A client header is honoured only from the trusted networks.
     pub fn identify(&self, headers: &HeaderMap, conn: &ConnInfo) -> Result<Identified, GateError> {
-        let spoofed_header = self
-            .identity
-            .client_header
-            .as_ref()
-            .is_some_and(|h| headers.contains_key(h) && !self.is_trusted_source(conn));
         let found = |client, via| Identified {
             client: ClientId::Named(client),
             via,
-            spoofed_header,
         };
         if let Some(cert) = &conn.peer {
             let names = cert.subject_cn.iter().chain(&cert.sans);
@@ -131,31 +144,37 @@ impl Identifier {
                 return Ok(found(i, Via::Certificate));
             }
         }
-        if let Some(key) = self.presented_key(headers) {
-            return match self.key_owner(key) {
-                Some(i) => Ok(found(i, Via::ApiKey)),
-                None => self.unknown("the API key is not known to this gateway", spoofed_header),
-            };
-        }
-        if let Some(h) = &self.identity.client_header {
-            if !spoofed_header {
-                if let Some(v) = headers.get(h) {
-                    return match v.to_str().ok().and_then(|v| self.headers.get(v)) {
-                        Some(&i) => Ok(found(i, Via::Header)),
-                        None => self.unknown("the client header names no known client", false),
-                    };
+        match self.presented_key(headers) {
+            Ok(Some(key)) => {
+                return match self.key_owner(key) {
+                    Some(i) => Ok(found(i, Via::ApiKey)),
+                    None => self.unknown("the API key is not known to this gateway"),
                 }
             }
+            Ok(None) => {}
+            Err(Repeated) => return self.unknown("more than one API key header was sent"),
         }
-        self.unknown("no credentials were sent", spoofed_header)
+        if let Some(h) = &self.identity.client_header {
+            match only(headers, h) {
+                Ok(None) => {}
+                Ok(Some(_)) | Err(Repeated) if !self.is_trusted_source(conn) => {}
+                Ok(Some(v)) => {
+                    return match v.to_str().ok().and_then(|v| self.headers.get(v)) {
+                        Some(&i) => Ok(found(i, Via::Header)),
+                        None => self.unknown("the client header names no known client"),
+                    }
+                }
+                Err(Repeated) => return self.unknown("the client header was sent more than once"),
+            }
+        }
+        self.unknown("no credentials were sent")
     }
 
-    fn unknown(&self, reason: &'static str, spoofed_header: bool) -> Result<Identified, GateError> {
+    fn unknown(&self, reason: &'static str) -> Result<Identified, GateError> {
         match self.identity.unknown {
             Unknown::Anonymous => Ok(Identified {
                 client: ClientId::Anonymous,
                 via: Via::Anonymous,
-                spoofed_header,
             }),
             Unknown::Reject => Err(GateError::Unauthorized { reason }),
         }
@@ -169,20 +188,21 @@ impl Identifier {
             .any(|n| n.contains(&ip))
     }
 
-    /// `Authorization: Bearer KEY` (scheme case-insensitive), else the configured key header.
-    fn presented_key<'h>(&self, headers: &'h HeaderMap) -> Option<&'h str> {
-        let bearer = headers
-            .get(header::AUTHORIZATION)
+    /// `Authorization: Bearer KEY` (scheme case-insensitive), else the configured key header;
+    /// either one repeated is ambiguous (an appending proxy must not let the client's win).
+    fn presented_key<'h>(&self, headers: &'h HeaderMap) -> Result<Option<&'h str>, Repeated> {
+        let bearer = only(headers, &header::AUTHORIZATION)?
             .and_then(|v| v.to_str().ok())
             .and_then(|v| {
                 let (scheme, key) = v.trim().split_once(' ')?;
                 scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
             });
-        let extra = || {
-            let h = self.identity.api_key_header.as_ref()?;
-            headers.get(h)?.to_str().ok().map(str::trim)
+        let key = match (bearer, &self.identity.api_key_header) {
+            (Some(key), _) => Some(key),
+            (None, Some(h)) => only(headers, h)?.and_then(|v| v.to_str().ok().map(str::trim)),
+            (None, None) => None,
         };
-        bearer.or_else(extra).filter(|k| !k.is_empty())
+        Ok(key.filter(|k| !k.is_empty()))
     }
 
     /// The owner of a key: its digest compared with every configured digest in constant time.

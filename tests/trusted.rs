@@ -79,6 +79,12 @@ async fn unknown_credentials_get_401_on_every_route() {
     assert!(s.default.received().is_empty() && s.trusted.received().is_empty());
     let auth = "mmgate_refusals_total{pool=\"none\",reason=\"auth\"}";
     assert_eq!(metric(&c, s.gw.admin, auth).await, Some(5.0));
+    // Each counted on the route it was sent to.
+    let on = |r: &str| {
+        format!("mmgate_requests_total{{mode=\"none\",outcome=\"refused\",route=\"{r}\"}}")
+    };
+    assert_eq!(metric(&c, s.gw.admin, &on("chat")).await, Some(1.0));
+    assert_eq!(metric(&c, s.gw.admin, &on("ungated")).await, Some(2.0));
     let ok = send(
         &c,
         s.gw.addr,
@@ -124,6 +130,29 @@ async fn untrusted_clients_never_reach_the_trusted_pool() {
     }
     let ignored = "mmgate_ignored_client_headers_total";
     assert_eq!(metric(&c, s.gw.admin, ignored).await, Some(6.0));
+}
+
+#[tokio::test]
+async fn a_spoofed_header_refused_for_want_of_credentials_is_still_counted() {
+    // Loopback is not a trusted network, and unknown clients are refused: the spoof alone
+    // identifies nobody, gets the 401, and is what the spoof alert counts.
+    let s = setup(&policy("reject", "\"10.0.0.0/8\"", "", "")).await;
+    let c = client();
+    let r = chat(&c, &s, &[("x-client-id", "partner-a")], KWARGS).await;
+    assert_eq!(r.status, 401, "{}", r.text());
+    let auth = bearer(STRIP_KEY);
+    let r = chat(
+        &c,
+        &s,
+        &[("x-client-id", "partner-a"), ("authorization", &auth)],
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(s.trusted.received().is_empty());
+    assert!(!s.default.received()[0].headers.contains_key("x-client-id"));
+    let ignored = "mmgate_ignored_client_headers_total";
+    assert_eq!(metric(&c, s.gw.admin, ignored).await, Some(2.0));
 }
 
 #[tokio::test]

@@ -2,6 +2,8 @@
 //! limits on a fake clock, permits released on disconnect, and member health — against two
 //! in-process fake upstreams that hold requests behind semaphores (no sleeps).
 
+#[path = "support/raw.rs"]
+mod raw;
 mod support;
 
 use std::sync::Arc;
@@ -232,5 +234,46 @@ async fn dead_members_are_skipped_and_an_all_down_pool_answers_503() {
     assert!(
         m.contains("no healthy upstream in pool trusted") && m.contains("Retry later"),
         "{m}"
+    );
+}
+
+#[tokio::test]
+async fn every_body_sent_to_a_trusted_pool_is_within_its_limit_ungated_routes_included() {
+    let vision_all_trusted = "pool = \"trusted\"";
+    let s = setup(&policy(
+        "anonymous",
+        "\"127.0.0.0/8\"",
+        "max_body_bytes = 400",
+        vision_all_trusted,
+    ))
+    .await;
+    let auth = format!("Authorization: Bearer {VISION_KEY}\r\n");
+    let ungated = "/v1/messages";
+    let small = r#"{"model":"tiny","max_tokens":1,"messages":[]}"#;
+    let large = format!(r#"{{"model":"tiny","x":"{}"}}"#, "a".repeat(500));
+    // A declared length over the limit, then the same body chunked, then one within it.
+    let declared = format!("{auth}Content-Length: {}\r\n", large.len());
+    let mut c = raw::Conn::open(s.gw.addr).await;
+    c.write(format!("{}{large}", raw::head(ungated, &declared)).as_bytes())
+        .await;
+    assert_eq!(c.response().await.unwrap().status, 413);
+    let mut c = raw::Conn::open(s.gw.addr).await;
+    let chunked = format!("{auth}Transfer-Encoding: chunked\r\n");
+    let body = format!("{:x}\r\n{large}\r\n0\r\n\r\n", large.len());
+    c.write(format!("{}{body}", raw::head(ungated, &chunked)).as_bytes())
+        .await;
+    assert_eq!(c.response().await.unwrap().status, 413);
+    assert!(s.trusted.received().is_empty() && s.default.received().is_empty());
+    let mut c = raw::Conn::open(s.gw.addr).await;
+    let within = format!("{auth}Transfer-Encoding: chunked\r\n");
+    let body = format!("{:x}\r\n{small}\r\n0\r\n\r\n", small.len());
+    c.write(format!("{}{body}", raw::head(ungated, &within)).as_bytes())
+        .await;
+    c.response().await.unwrap();
+    let got = s.trusted.received();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].path.as_str(), &got[0].body[..]),
+        (ungated, small.as_bytes())
     );
 }

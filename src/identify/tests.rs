@@ -42,7 +42,7 @@ fn conn(addr: &str, peer: Option<PeerCertificate>) -> ConnInfo {
 fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
     let mut h = HeaderMap::new();
     for (k, v) in pairs {
-        h.insert(*k, v.parse().unwrap());
+        h.append(*k, v.parse().unwrap());
     }
     h
 }
@@ -100,15 +100,20 @@ fn certificate_subject_or_san_maps_through_the_policy() {
 fn client_header_is_honoured_only_from_trusted_networks() {
     let (t, _) = identifier("");
     let h = headers(&[("x-client-id", "batch-b")]);
-    let id = t.identify(&h, &conn("10.1.2.3:1", None)).unwrap();
-    assert_eq!(
-        (id.client, id.via, id.spoofed_header),
-        (BATCH, Via::Header, false)
-    );
+    let trusted = conn("10.1.2.3:1", None);
+    let id = t.identify(&h, &trusted).unwrap();
+    assert_eq!((id.client, id.via), (BATCH, Via::Header));
+    assert!(!t.drop_spoofed_header(&mut h.clone(), &trusted));
     let id = t.identify(&h, &conn("[::ffff:127.0.0.1]:1", None)).unwrap();
     assert_eq!(id.client, BATCH);
-    let id = t.identify(&h, &conn("192.0.2.9:1", None)).unwrap();
-    assert_eq!((id.client, id.spoofed_header), (ClientId::Anonymous, true));
+    // From elsewhere: ignored by identification, and dropped (and reported) before it.
+    let stranger = conn("192.0.2.9:1", None);
+    let id = t.identify(&h, &stranger).unwrap();
+    assert_eq!((id.client, id.via), (ClientId::Anonymous, Via::Anonymous));
+    let mut dropped = h.clone();
+    assert!(t.drop_spoofed_header(&mut dropped, &stranger));
+    assert!(dropped.is_empty());
+    assert!(!t.drop_spoofed_header(&mut HeaderMap::new(), &stranger));
 }
 
 #[test]
@@ -125,4 +130,29 @@ fn unknown_credentials_follow_the_policy() {
     }
     let h = headers(&[("x-client-id", "nobody")]);
     assert!(t.identify(&h, &conn("10.0.0.1:1", None)).is_err());
+}
+
+#[test]
+fn a_repeated_credential_header_identifies_nobody() {
+    // An auth proxy that appends its verified value must not let the client's own win.
+    let proxy = conn("10.0.0.1:1", None);
+    let key = format!("Bearer {KEY}");
+    for (unknown, expected) in [("reject", None), ("", Some(ClientId::Anonymous))] {
+        let (t, _) = identifier(unknown);
+        for h in [
+            headers(&[("authorization", &key), ("authorization", "Bearer other")]),
+            headers(&[("authorization", "Bearer other"), ("authorization", &key)]),
+            headers(&[("x-api-key", KEY), ("x-api-key", "other")]),
+            headers(&[("x-client-id", "batch-a"), ("x-client-id", "nobody")]),
+            headers(&[("x-client-id", "batch-a"), ("x-client-id", "batch-a")]),
+        ] {
+            let got = t.identify(&h, &proxy).ok().map(|id| id.client);
+            assert_eq!(got, expected, "{h:?}");
+        }
+        // Each alone identifies its client.
+        let id = t.identify(&headers(&[("authorization", &key)]), &proxy);
+        assert_eq!(id.unwrap().client, VISION);
+        let id = t.identify(&headers(&[("x-client-id", "batch-a")]), &proxy);
+        assert_eq!(id.unwrap().client, BATCH);
+    }
 }
