@@ -125,7 +125,9 @@ pub fn suggest(entries: &[Entry]) -> Suggestion {
             .enumerate()
             .filter_map(|(i, e)| Some((i, e, flat(e.fields.iter().find(|f| f.name == name)?))))
             .collect();
-        if sent.is_empty() {
+        if sent.iter().all(|(_, _, values)| values.is_none()) {
+            // Nothing logged to propose from: these requests stay uncovered.
+            sent.iter().for_each(|(i, ..)| covered[*i] = false);
             continue;
         }
         // client → key → value text → count

@@ -135,7 +135,9 @@ impl Outcome {
     }
 
     /// Records the offending fields' scalar member values (strings up to `max_len` bytes;
-    /// one level down for `media_io_kwargs` modalities), for the defaults advisor.
+    /// one level down for `media_io_kwargs` modalities, each logged only whole), for the
+    /// defaults advisor, which takes a key without its value as one it cannot cover. A field
+    /// with more keys than are logged gets no values.
     pub fn note_values(&mut self, findings: &Findings, max_len: usize) {
         self.values = findings
             .offending()
@@ -146,7 +148,11 @@ impl Outcome {
                     .keys
                     .iter()
                     .zip(&ff.values)
-                    .take(MAX_KEYS)
+                    .take(if ff.keys.len() > MAX_KEYS {
+                        0
+                    } else {
+                        MAX_KEYS
+                    })
                     .filter_map(|(k, v)| Some((bounded(k), scalar(v, max_len, open)?)))
                     .collect();
                 (f, map)
@@ -218,13 +224,12 @@ fn scalar(v: &KwargValue, max_len: usize, open: bool) -> Option<serde_json::Valu
         }
         KwargValue::Number(n) => serde_json::Number::from_f64(*n).map(Value::Number),
         KwargValue::Str(s) if s.len() <= max_len => Some(Value::String(s.to_string())),
-        KwargValue::Object(members) if open => {
-            let map: serde_json::Map<String, Value> = members
+        KwargValue::Object(members) if open && !members.is_empty() && members.len() <= MAX_KEYS => {
+            let map = members
                 .iter()
-                .take(MAX_KEYS)
-                .filter_map(|(k, v)| Some((bounded(k), scalar(v, max_len, false)?)))
-                .collect();
-            (!map.is_empty()).then_some(Value::Object(map))
+                .map(|(k, v)| Some((bounded(k), scalar(v, max_len, false)?)))
+                .collect::<Option<serde_json::Map<String, Value>>>()?;
+            Some(Value::Object(map))
         }
         _ => None,
     }
@@ -562,7 +567,7 @@ mod tests {
     #[test]
     fn values_are_logged_only_when_asked_and_only_scalars() {
         let body = r#"{"mm_processor_kwargs":{"max_pixels":1003520,"f":0.5,"s":"ok","long":"xxxxxxxxxx","a":[1],"o":{"x":1},"n":NaN},
-            "media_io_kwargs":{"video":{"num_frames":8,"deep":{"a":1}},"image":{"u":[1]}}}"#;
+            "media_io_kwargs":{"video":{"num_frames":8},"image":{"mode":"RGB","u":[1]},"audio":{"deep":{"a":1}}}}"#;
         let line = |o: &Outcome| -> serde_json::Value {
             serde_json::from_slice(&line::text(o, "t", "chat", "shadow")).unwrap()
         };
@@ -579,8 +584,16 @@ mod tests {
         );
         assert_eq!(
             on["fields"][1]["keys"],
-            serde_json::json!(["video", "image"])
+            serde_json::json!(["video", "image", "audio"])
         );
+        // More keys than a line lists: no values, so none looks covered.
+        let many: Vec<String> = (0..=MAX_KEYS).map(|i| format!("\"k{i}\":1")).collect();
+        let body = format!(r#"{{"mm_processor_kwargs":{{{}}}}}"#, many.join(","));
+        let on = line(&outcome(&body, Some(4)));
+        assert_eq!(on["fields"][0]["keys"].as_array().unwrap().len(), MAX_KEYS);
+        assert!(on["fields"][0]["values"]
+            .as_object()
+            .is_none_or(|m| m.is_empty()));
     }
 
     #[test]

@@ -179,6 +179,18 @@ fn the_advisor_proposes_the_values_most_clients_send_with_their_share() {
 }
 
 #[test]
+fn the_advisor_proposes_nothing_from_lines_without_values() {
+    let line = r#"{"ts":"2026-11-01T08:00:00.000Z","event":"offending_request","route":"chat","path":"/v1/chat/completions","mode":"shadow","action":"forwarded","param":"mm_processor_kwargs","fields":[{"name":"mm_processor_kwargs","keys":["max_pixels"]}],"stripped":[],"status":200,"client_addr":"10.0.0.9","client":"legacy","pool":null,"user_agent":null,"request_id":"r"}"#;
+    let text = stdout(&report(&["--suggest", "-"], Some(line.as_bytes())));
+    assert!(!text.contains("--mm-processor-kwargs"), "{text}");
+    assert!(
+        text.contains("no logged kwargs values: enable [log] kwargs_values = true"),
+        "{text}"
+    );
+    assert!(text.contains("together: 0 of 1"), "{text}");
+}
+
+#[test]
 fn the_log_values_switch_is_opt_in_and_bounded() {
     use mmgate::config::Config;
     let base = "[upstream]\nurl = \"http://127.0.0.1:8000\"\n";
