@@ -396,11 +396,14 @@ pub fn table(r: &ProbeReport) -> String {
         r.started,
         r.finished
     );
-    let mut cells =
-        vec![["route", "case", "status", "param", "expected", "result"].map(String::from)];
+    let mut cells = vec![[
+        "route", "path", "case", "status", "param", "expected", "result",
+    ]
+    .map(String::from)];
     for row in &r.rows {
         cells.push([
             row.route.clone(),
+            row.path.clone(),
             row.case.clone(),
             row.status.to_string(),
             row.param.clone().unwrap_or_else(|| "-".into()),

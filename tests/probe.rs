@@ -155,12 +155,13 @@ async fn the_binary_prints_the_table_and_exits_non_zero_on_a_mismatch() {
     let cells: Vec<&str> = out
         .lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|c| c.len() > 2 && c[0] == "completions" && c[1] == "media_io_kwargs")
+        .find(|c| c.len() > 2 && c[0] == "completions" && c[2] == "media_io_kwargs")
         .unwrap_or_else(|| panic!("{out}"));
     assert_eq!(
         cells,
         [
             "completions",
+            "/v1/completions",
             "media_io_kwargs",
             "400",
             "media_io_kwargs",

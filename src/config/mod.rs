@@ -211,8 +211,10 @@ impl Config {
         };
         listen.finish(&mut p);
         let mut watched = Vec::new();
-        let tls = tls::server(root.section("tls", &mut p), &mut watched, &mut p);
-        if plain.is_some() && tls.is_none() {
+        let tls_section = root.section("tls", &mut p);
+        let tls_present = tls_section.present();
+        let tls = tls::server(tls_section, &mut watched, &mut p);
+        if plain.is_some() && !tls_present {
             p.add(
                 "listen.plain_addr",
                 "only with [tls] (listen.addr is plain HTTP without it)",

@@ -274,3 +274,20 @@ fn https_members_get_a_tls_client_with_the_system_roots() {
     let err = Config::parse("[upstream]\nurl = \"ftp://127.0.0.1:1\"\n").unwrap_err();
     assert!(err.to_string().contains("http:// or https://"), "{err}");
 }
+
+#[test]
+fn plain_addr_is_refused_without_tls_and_not_blamed_for_a_tls_section_that_fails() {
+    let problems = |tls: &str| {
+        let text = format!(
+            "[listen]\nplain_addr = \"127.0.0.1:8080\"\n{tls}\n[upstream]\nurl = \"http://127.0.0.1:8000\"\n"
+        );
+        let Err(ConfigError::Invalid(problems)) = Config::parse(&text) else {
+            panic!("expected problems")
+        };
+        problems.join("\n")
+    };
+    assert!(problems("").contains("listen.plain_addr: only with [tls]"));
+    let missing = problems("[tls]\ncert = \"/nonexistent/c.pem\"\nkey = \"/nonexistent/k.pem\"");
+    assert!(missing.contains("tls.cert: cannot read"), "{missing}");
+    assert!(!missing.contains("listen.plain_addr"), "{missing}");
+}
