@@ -167,7 +167,7 @@ async fn value_bounds_and_allowlists_guard_the_trusted_pool() {
     let c = client();
     let auth = bearer(VISION_KEY);
     let h = [("authorization", auth.as_str())];
-    let ok = r#""mm_processor_kwargs":{"max_pixels":1003520},"media_io_kwargs":{"video":{"fps":2,"num_frames":32}}"#;
+    let ok = r#""mm_processor_kwargs":{"max_pixels":1003520,"do_resize":true},"media_io_kwargs":{"video":{"fps":2,"num_frames":32}}"#;
     assert_eq!(chat(&c, &s, &h, ok).await.status, 200);
     for (kwargs, names) in [
         (
@@ -183,8 +183,18 @@ async fn value_bounds_and_allowlists_guard_the_trusted_pool() {
             ["media_io_kwargs.video.fps", "fps <= 2"],
         ),
         (
+            r#""mm_processor_kwargs":{"do_resize":false}"#,
+            [
+                "mm_processor_kwargs.do_resize",
+                "do_resize one of true (got false)",
+            ],
+        ),
+        (
             r#""mm_processor_kwargs":{"min_pixels":1}"#,
-            ["mm_processor_kwargs.min_pixels", "allowed key (max_pixels)"],
+            [
+                "mm_processor_kwargs.min_pixels",
+                "allowed key (do_resize, max_pixels)",
+            ],
         ),
         (
             r#""media_io_kwargs":{"image":{"x":1}}"#,
@@ -206,5 +216,5 @@ async fn value_bounds_and_allowlists_guard_the_trusted_pool() {
     assert_eq!(chat(&c, &s, &h, &big).await.status, 413);
     assert_eq!(s.trusted.received().len(), 1);
     let refused = "mmgate_refusals_total{pool=\"trusted\",reason=\"value_bound\"}";
-    assert_eq!(metric(&c, s.gw.admin, refused).await, Some(5.0));
+    assert_eq!(metric(&c, s.gw.admin, refused).await, Some(6.0));
 }

@@ -201,6 +201,37 @@ impl<'a> Section<'a> {
         out
     }
 
+    /// A list of booleans, finite numbers and strings.
+    pub(super) fn scalars(
+        &mut self,
+        key: &'static str,
+        p: &mut Problems,
+    ) -> Option<Vec<super::Scalar>> {
+        use super::Scalar;
+        let path = self.at(key);
+        let Value::Array(items) = self.get(key)? else {
+            p.add(&path, "expected a list of booleans, numbers or strings");
+            return None;
+        };
+        let mut out = Vec::new();
+        for (i, v) in items.iter().enumerate() {
+            match v {
+                Value::Boolean(b) => out.push(Scalar::Bool(*b)),
+                Value::Integer(n) => out.push(Scalar::Number(*n as f64)),
+                Value::Float(f) if f.is_finite() => out.push(Scalar::Number(*f)),
+                Value::String(t) => out.push(Scalar::Text(t.clone())),
+                other => p.add(
+                    &format!("{path}[{i}]"),
+                    format!(
+                        "expected a boolean, a finite number or a string, found {}",
+                        other.type_str()
+                    ),
+                ),
+            }
+        }
+        Some(out)
+    }
+
     /// A number (integer or float).
     pub(super) fn number(&mut self, key: &'static str, p: &mut Problems) -> Option<f64> {
         let path = self.at(key);

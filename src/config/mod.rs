@@ -20,7 +20,7 @@ use crate::contract::{ApiKeys, UpstreamFacts};
 use crate::decide::{Mode, OnUnclassifiable};
 pub use clients::{digest, ClientConfig, Identity, KeyDigest, Rate, Unknown};
 use file::{Problems, Section};
-pub use pools::{Balance, HealthCheck, KeyRule, PoolConfig, PoolId, ValueRules};
+pub use pools::{Balance, HealthCheck, KeyRule, PoolConfig, PoolId, Scalar, ValueRules};
 pub use tls::{ClientAuth, ServerTls};
 
 /// The validated runtime configuration.

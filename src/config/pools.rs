@@ -29,7 +29,8 @@ pub struct HealthCheck {
     pub timeout: Duration,
 }
 
-/// A numeric bound on one key (`min <= value <= max`); no bounds means any value.
+/// The bound on one key: a number within `min <= value <= max`, or one of listed values;
+/// no bound means any value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeyRule {
     /// The key inside the field (or modality).
@@ -38,7 +39,34 @@ pub struct KeyRule {
     pub min: Option<f64>,
     /// Largest allowed value.
     pub max: Option<f64>,
+    /// The values allowed (`one_of`), compared with their JSON type; empty: not listed.
+    pub one_of: Vec<Scalar>,
 }
+
+/// A value a key may be held to (`one_of`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scalar {
+    /// `true` / `false`.
+    Bool(bool),
+    /// A number.
+    Number(f64),
+    /// A string.
+    Text(String),
+}
+
+impl std::fmt::Display for Scalar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scalar::Bool(b) => write!(f, "{b}"),
+            Scalar::Number(n) => write!(f, "{n}"),
+            Scalar::Text(t) => write!(f, "{t:?}"),
+        }
+    }
+}
+
+/// The longest string `one_of` may list: a kwarg's string is kept up to 256 bytes, so a
+/// longer one could never be told apart from a value it is a prefix of.
+const MAX_ONE_OF_TEXT: usize = 128;
 
 /// The keys a pool accepts inside the gated fields, with their bounds.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -306,8 +334,37 @@ fn key_rules(s: &Section<'_>, p: &mut Problems) -> Vec<KeyRule> {
                 p.add(bound.path(), format!("min {lo} is greater than max {hi}"));
             }
         }
+        let one_of = bound.scalars("one_of", p);
+        match &one_of {
+            Some(list) if list.is_empty() => p.add(bound.path(), "one_of lists no value"),
+            Some(_) if min.is_some() || max.is_some() => p.add(
+                bound.path(),
+                "one_of with min or max: give one or the other",
+            ),
+            Some(list) => {
+                let unreadable = |t: &str| t.len() > MAX_ONE_OF_TEXT || t.contains('\u{FFFD}');
+                if list
+                    .iter()
+                    .any(|v| matches!(v, Scalar::Text(t) if unreadable(t)))
+                {
+                    p.add(
+                        bound.path(),
+                        format!(
+                            "one_of strings are at most {MAX_ONE_OF_TEXT} bytes, without U+FFFD"
+                        ),
+                    );
+                }
+            }
+            None => {}
+        }
         bound.finish(p);
-        out.push(KeyRule { key, min, max });
+        let one_of = one_of.unwrap_or_default();
+        out.push(KeyRule {
+            key,
+            min,
+            max,
+            one_of,
+        });
     }
     out
 }

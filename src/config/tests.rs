@@ -291,3 +291,37 @@ fn plain_addr_is_refused_without_tls_and_not_blamed_for_a_tls_section_that_fails
     assert!(missing.contains("tls.cert: cannot read"), "{missing}");
     assert!(!missing.contains("listen.plain_addr"), "{missing}");
 }
+
+#[test]
+fn one_of_lists_scalars_alone() {
+    let parse = |bounds: &str| {
+        Config::parse(&format!(
+            "[upstream]\nurl = \"http://127.0.0.1:8000\"\n[pools.trusted]\nmembers = [\"http://127.0.0.1:9000\"]\ntrusted = true\n[pools.trusted.allow.mm_processor_kwargs]\n{bounds}\n"
+        ))
+    };
+    let c =
+        parse("do_resize = { one_of = [true] }\nresample = { one_of = [2, 3.0, \"x\"] }").unwrap();
+    let pool = c.pools.iter().find(|p| p.name == "trusted").unwrap();
+    let rules = &pool.values.mm_processor_kwargs;
+    let find = |k: &str| rules.iter().find(|r| r.key == k).unwrap().one_of.clone();
+    assert_eq!(find("do_resize"), [Scalar::Bool(true)]);
+    assert_eq!(
+        find("resample"),
+        [
+            Scalar::Number(2.0),
+            Scalar::Number(3.0),
+            Scalar::Text("x".into())
+        ]
+    );
+    let long = format!("a = {{ one_of = [\"{}\"] }}", "x".repeat(129));
+    for (bounds, problem) in [
+        ("a = { one_of = [] }", "one_of lists no value"),
+        ("a = { one_of = [1], max = 2 }", "one_of with min or max"),
+        ("a = { one_of = [[1]] }", "one_of[0]: expected a boolean"),
+        ("a = { one_of = true }", "expected a list"),
+        (long.as_str(), "at most 128 bytes"),
+    ] {
+        let e = parse(bounds).unwrap_err().to_string();
+        assert!(e.contains(problem), "{bounds}: {e}");
+    }
+}

@@ -5,7 +5,7 @@
 //! not list is refused unless `allow_unknown_keys`; a bounded key must hold a finite number
 //! within its bounds. The first violation is reported, naming the key and the bound.
 
-use crate::config::{KeyRule, ValueRules};
+use crate::config::{KeyRule, Scalar, ValueRules};
 use crate::error::GateError;
 use crate::inspect::{Field, Findings, KwargValue};
 
@@ -82,6 +82,12 @@ fn check_members<'a>(
             let allowed: Vec<_> = rules.iter().map(|r| r.key.as_str()).collect();
             return Err((path, format!("an allowed key ({})", list(&allowed))));
         };
+        if !rule.one_of.is_empty() {
+            if !rule.one_of.iter().any(|allowed| equals(allowed, value)) {
+                return Err((path, format!("{} (got {})", describe(rule), shown(value))));
+            }
+            continue;
+        }
         if rule.min.is_none() && rule.max.is_none() {
             continue;
         }
@@ -102,7 +108,31 @@ fn check_members<'a>(
     Ok(())
 }
 
+/// Whether a value is the allowed one, of the same JSON type (`1` is not `true`).
+fn equals(allowed: &Scalar, value: &KwargValue) -> bool {
+    match (allowed, value) {
+        (Scalar::Bool(a), KwargValue::Bool(v)) => a == v,
+        (Scalar::Number(a), KwargValue::Number(v)) => a == v,
+        (Scalar::Text(a), KwargValue::Str(v)) => **a == **v,
+        _ => false,
+    }
+}
+
+/// A refused value for the message: scalars as JSON shows them, anything else by type.
+fn shown(value: &KwargValue) -> String {
+    match value {
+        KwargValue::Bool(b) => b.to_string(),
+        KwargValue::Number(n) => n.to_string(),
+        KwargValue::Str(s) => format!("{s:?}"),
+        other => other.type_name().to_string(),
+    }
+}
+
 fn describe(rule: &KeyRule) -> String {
+    if !rule.one_of.is_empty() {
+        let listed: Vec<String> = rule.one_of.iter().map(ToString::to_string).collect();
+        return format!("{} one of {}", rule.key, listed.join(", "));
+    }
     match (rule.min, rule.max) {
         (Some(lo), Some(hi)) => format!("{lo} <= {} <= {hi}", rule.key),
         (Some(lo), None) => format!("{} >= {lo}", rule.key),
@@ -129,12 +159,22 @@ mod tests {
             key: key.into(),
             min,
             max,
+            one_of: vec![],
+        };
+        let one_of = |key: &str, one_of| KeyRule {
+            key: key.into(),
+            min: None,
+            max: None,
+            one_of,
         };
         ValueRules {
             allow_unknown_keys: false,
             mm_processor_kwargs: vec![
                 rule("max_pixels", None, Some(1_003_520.0)),
                 rule("do_resize", None, None),
+                one_of("resample", vec![Scalar::Number(2.0), Scalar::Number(3.0)]),
+                one_of("do_rescale", vec![Scalar::Bool(true)]),
+                one_of("mode", vec![Scalar::Text("RGB".into())]),
             ],
             media_io_kwargs: vec![(
                 "video".into(),
@@ -173,6 +213,46 @@ mod tests {
         assert!(e.contains("a number"), "{e}");
         let e = check(r#"{"media_io_kwargs":{"video":{"fps":NaN}}}"#).unwrap_err();
         assert!(e.contains("fps <= 2"), "{e}");
+    }
+
+    #[test]
+    fn one_of_holds_a_key_to_listed_values_of_the_same_type() {
+        check(r#"{"mm_processor_kwargs":{"resample":3,"do_rescale":true,"mode":"RGB"}}"#).unwrap();
+        check(r#"{"mm_processor_kwargs":{"resample":2.0}}"#).unwrap();
+        for (body, got) in [
+            (
+                r#"{"mm_processor_kwargs":{"do_rescale":false}}"#,
+                "(got false)",
+            ),
+            (r#"{"mm_processor_kwargs":{"do_rescale":1}}"#, "(got 1)"),
+            (
+                r#"{"mm_processor_kwargs":{"do_rescale":"true"}}"#,
+                r#"(got "true")"#,
+            ),
+            (
+                r#"{"mm_processor_kwargs":{"do_rescale":null}}"#,
+                "(got null)",
+            ),
+            (r#"{"mm_processor_kwargs":{"resample":1}}"#, "(got 1)"),
+            (
+                r#"{"mm_processor_kwargs":{"mode":"rgb"}}"#,
+                r#"(got "rgb")"#,
+            ),
+            (
+                r#"{"mm_processor_kwargs":{"mode":["RGB"]}}"#,
+                "(got an array)",
+            ),
+        ] {
+            let e = check(body).unwrap_err();
+            assert!(e.contains(got), "{body}: {e}");
+        }
+        let e = check(r#"{"mm_processor_kwargs":{"resample":0}}"#).unwrap_err();
+        assert!(
+            e.contains("mm_processor_kwargs.resample") && e.contains("resample one of 2, 3"),
+            "{e}"
+        );
+        let e = check(r#"{"mm_processor_kwargs":{"mode":"P"}}"#).unwrap_err();
+        assert!(e.contains(r#"mode one of "RGB""#), "{e}");
     }
 
     #[test]

@@ -41,6 +41,7 @@ health_interval_ms = 3600000
 {pool_extra}
 [pools.trusted.allow.mm_processor_kwargs]
 max_pixels = {{ max = 1003520 }}
+do_resize = {{ one_of = [true] }}
 [pools.trusted.allow.media_io_kwargs.video]
 num_frames = {{ max = 32 }}
 fps = {{ max = 2 }}
