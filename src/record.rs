@@ -144,15 +144,12 @@ impl Outcome {
             .map(|f| {
                 let ff = findings.field(f);
                 let open = f == Field::MediaIoKwargs;
+                let listed_whole = ff.keys.len() <= MAX_KEYS;
                 let map = ff
                     .keys
                     .iter()
                     .zip(&ff.values)
-                    .take(if ff.keys.len() > MAX_KEYS {
-                        0
-                    } else {
-                        MAX_KEYS
-                    })
+                    .filter(|_| listed_whole)
                     .filter_map(|(k, v)| Some((bounded(k), scalar(v, max_len, open)?)))
                     .collect();
                 (f, map)
