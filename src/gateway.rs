@@ -280,11 +280,8 @@ impl Gateway {
                 if pool.trusted {
                     // The bounded deployment: every body sent to it is within its limit.
                     outcome.pool = Some(pool.name);
-                    let body = std::mem::take(req.body_mut());
-                    let whole = req.extensions_mut().remove::<WholeBody>();
-                    let limit = pool.max_body_bytes;
-                    *req.body_mut() =
-                        Body::from(self.read_body(req.headers(), body, whole, limit).await?);
+                    let bytes = self.read_body(req, pool.max_body_bytes).await?;
+                    *req.body_mut() = Body::from(bytes);
                 }
                 self.forward(pool.id, who.client, req, conn, outcome, held)
                     .await
@@ -343,9 +340,7 @@ impl Gateway {
             _ => 0,
         };
         let limit = reachable.max(self.pools[client.pool].max_body_bytes);
-        let body = std::mem::take(req.body_mut());
-        let whole = req.extensions_mut().remove::<WholeBody>();
-        let bytes = self.read_body(req.headers(), body, whole, limit).await?;
+        let bytes = self.read_body(req, limit).await?;
         outcome.body_bytes = Some(bytes.len());
         let head = Head::of(req.headers(), kind);
         let facts = self.facts.load();
@@ -484,15 +479,13 @@ impl Gateway {
         res
     }
 
-    /// Reads a gated body: refuse on `Content-Length` first, then read at most the limit; a
-    /// body mmgate's HTTP/1.1 server offers `whole` is read straight into one buffer.
-    async fn read_body(
-        &self,
-        headers: &http::HeaderMap,
-        body: Body,
-        whole: Option<WholeBody>,
-        limit: usize,
-    ) -> Result<Bytes, GateError> {
+    /// Takes and reads a request's body: refuse on `Content-Length` first, then read at most
+    /// the limit; a body mmgate's HTTP/1.1 server offers `whole` is read straight into one
+    /// buffer.
+    async fn read_body(&self, req: &mut Request<Body>, limit: usize) -> Result<Bytes, GateError> {
+        let body = std::mem::take(req.body_mut());
+        let whole = req.extensions_mut().remove::<WholeBody>();
+        let headers = req.headers();
         let declared = whole
             .as_ref()
             .map(WholeBody::declared)

@@ -151,29 +151,58 @@ impl<'a> Section<'a> {
 
     /// A list of strings.
     pub(super) fn strings(&mut self, key: &'static str, p: &mut Problems) -> Option<Vec<String>> {
+        self.list(key, ("strings", "a string"), p, |v| match v {
+            Value::String(s) => Some(s.clone()),
+            _ => None,
+        })
+    }
+
+    /// A list of booleans, finite numbers and strings.
+    pub(super) fn scalars(
+        &mut self,
+        key: &'static str,
+        p: &mut Problems,
+    ) -> Option<Vec<super::Scalar>> {
+        use super::Scalar;
+        let what = (
+            "booleans, numbers or strings",
+            "a boolean, a finite number or a string",
+        );
+        self.list(key, what, p, |v| match v {
+            Value::Boolean(b) => Some(Scalar::Bool(*b)),
+            Value::Integer(n) => Some(Scalar::Number(*n as f64)),
+            Value::Float(f) if f.is_finite() => Some(Scalar::Number(*f)),
+            Value::String(t) => Some(Scalar::Text(t.clone())),
+            _ => None,
+        })
+    }
+
+    /// A list whose items `item` reads; `what` names the list and an item for problems.
+    fn list<T>(
+        &mut self,
+        key: &'static str,
+        (list, one): (&str, &str),
+        p: &mut Problems,
+        item: impl Fn(&Value) -> Option<T>,
+    ) -> Option<Vec<T>> {
         let path = self.at(key);
-        match self.get(key)? {
-            Value::Array(items) => {
-                let mut out = Vec::new();
-                for (i, v) in items.iter().enumerate() {
-                    match v {
-                        Value::String(s) => out.push(s.clone()),
-                        other => p.add(
-                            &format!("{path}[{i}]"),
-                            format!("expected a string, found {}", other.type_str()),
-                        ),
-                    }
-                }
-                Some(out)
-            }
-            other => {
-                p.add(
-                    &path,
-                    format!("expected a list of strings, found {}", other.type_str()),
-                );
-                None
+        let value = self.get(key)?;
+        let Value::Array(items) = value else {
+            let found = value.type_str();
+            p.add(&path, format!("expected a list of {list}, found {found}"));
+            return None;
+        };
+        let mut out = Vec::new();
+        for (i, v) in items.iter().enumerate() {
+            match item(v) {
+                Some(x) => out.push(x),
+                None => p.add(
+                    &format!("{path}[{i}]"),
+                    format!("expected {one}, found {}", v.type_str()),
+                ),
             }
         }
+        Some(out)
     }
 
     /// The sub-tables of a free-form section (like `pools` or `clients`), by name; a value
@@ -199,37 +228,6 @@ impl<'a> Section<'a> {
             }
         }
         out
-    }
-
-    /// A list of booleans, finite numbers and strings.
-    pub(super) fn scalars(
-        &mut self,
-        key: &'static str,
-        p: &mut Problems,
-    ) -> Option<Vec<super::Scalar>> {
-        use super::Scalar;
-        let path = self.at(key);
-        let Value::Array(items) = self.get(key)? else {
-            p.add(&path, "expected a list of booleans, numbers or strings");
-            return None;
-        };
-        let mut out = Vec::new();
-        for (i, v) in items.iter().enumerate() {
-            match v {
-                Value::Boolean(b) => out.push(Scalar::Bool(*b)),
-                Value::Integer(n) => out.push(Scalar::Number(*n as f64)),
-                Value::Float(f) if f.is_finite() => out.push(Scalar::Number(*f)),
-                Value::String(t) => out.push(Scalar::Text(t.clone())),
-                other => p.add(
-                    &format!("{path}[{i}]"),
-                    format!(
-                        "expected a boolean, a finite number or a string, found {}",
-                        other.type_str()
-                    ),
-                ),
-            }
-        }
-        Some(out)
     }
 
     /// A number (integer or float).
