@@ -64,9 +64,10 @@ impl std::fmt::Display for Scalar {
     }
 }
 
-/// The longest string `one_of` may list: a kwarg's string is kept up to 256 bytes, so a
-/// longer one could never be told apart from a value it is a prefix of.
-const MAX_ONE_OF_TEXT: usize = 128;
+/// The longest string `one_of` may list: a kwarg's string is kept up to
+/// [`MAX_VALUE_TEXT`](crate::inspect::values::MAX_VALUE_TEXT) bytes (cut on a character
+/// boundary), so a longer one could not be told apart from a value it is a prefix of.
+const MAX_ONE_OF_TEXT: usize = crate::inspect::values::MAX_VALUE_TEXT / 2;
 
 /// The keys a pool accepts inside the gated fields, with their bounds.
 #[derive(Debug, Clone, Default, PartialEq)]
