@@ -483,6 +483,9 @@ impl Gateway {
     /// the limit; a body mmgate's HTTP/1.1 server offers `whole` is read straight into one
     /// buffer.
     async fn read_body(&self, req: &mut Request<Body>, limit: usize) -> Result<Bytes, GateError> {
+        // mmgate meets an `Expect: 100-continue` itself (reading the body sends `100
+        // Continue`): the upstream gets the body whole, and no expectation.
+        req.headers_mut().remove(header::EXPECT);
         let body = std::mem::take(req.body_mut());
         let whole = req.extensions_mut().remove::<WholeBody>();
         let headers = req.headers();

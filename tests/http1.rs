@@ -354,6 +354,66 @@ async fn a_body_sent_without_waiting_for_100_continue_still_gets_it_first() {
     assert_eq!(fake.received().len(), 2);
 }
 
+#[tokio::test]
+async fn an_expectation_on_a_forwarded_body_is_the_upstreams_to_meet() {
+    // vLLM's server sends `100 Continue` as a route reads the body; its API-key check
+    // answers 401 unread, and sends none. A body mmgate forwards unread waits for the
+    // upstream's `100 Continue`; one mmgate reads itself is forwarded whole, without `Expect`.
+    let fake = FakeVllm::with_api_key("sk-1").await;
+    let gw = gateway("[gate]\ndefault = \"reject\"\n", &fake).await;
+    let upload = "0123456789";
+    let expecting = |path: &str, key: &str, len: usize| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {key}\r\n\
+             Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {len}\r\n\r\n"
+        )
+    };
+    let ungated = "/v1/audio/transcriptions";
+
+    let mut c = Conn::open(gw.addr).await;
+    c.write(expecting(ungated, "wrong", upload.len()).as_bytes())
+        .await;
+    let r = c.response().await.unwrap();
+    assert_eq!(
+        r.status, 401,
+        "the upstream's answer, no 100 Continue: {}",
+        r.head
+    );
+    assert!(
+        c.closed_within(VERDICT).await,
+        "the unsent body is not waited for"
+    );
+
+    let mut c = Conn::open(gw.addr).await;
+    c.write(expecting(ungated, "sk-1", upload.len()).as_bytes())
+        .await;
+    assert_eq!(c.response().await.unwrap().status, 100);
+    c.write(upload.as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 200);
+    c.write(expecting(CHAT, "sk-1", CLEAN.len()).as_bytes())
+        .await;
+    assert_eq!(c.response().await.unwrap().status, 100);
+    c.write(CLEAN.as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 200);
+
+    let got = fake.received();
+    assert_eq!(got.len(), 2, "the refused upload never reached a route");
+    assert_eq!(
+        (&got[0].path[..], &got[0].body[..]),
+        (ungated, upload.as_bytes())
+    );
+    assert_eq!(got[0].headers["expect"], "100-continue");
+    assert_eq!(
+        (&got[1].path[..], &got[1].body[..]),
+        (CHAT, CLEAN.as_bytes())
+    );
+    assert!(
+        got[1].headers.get("expect").is_none(),
+        "{:?}",
+        got[1].headers
+    );
+}
+
 /// Sends a head with `Expect: 100-continue`, checks that `100 Continue` comes, sends the
 /// body, and returns the final answer's status.
 async fn continued(c: &mut Conn, path: &str, body: &str) -> u16 {

@@ -8,6 +8,11 @@
 //! body's chunks that arrived in one read go to the client as one frame: an SSE burst costs
 //! one write, not one per event. Informational (1xx) responses are skipped.
 //!
+//! A request with `Expect: 100-continue` whose body has not been read is the upstream's to
+//! meet: its head goes first, and the body (whose first read sends the client `100
+//! Continue`) only after the upstream's `100 Continue`, or after [`CONTINUE_WAIT`] of
+//! silence. A final answer before that is the answer, and the body is never sent.
+//!
 //! The connection can take another request when the response has ended cleanly, nothing
 //! follows it, and neither side asked to close.
 
@@ -41,6 +46,9 @@ const MAX_HEADERS: usize = 128;
 const READ_SIZE: usize = 16 << 10;
 /// Request body bytes gathered before they are written.
 const WRITE_BATCH: usize = 256 << 10;
+/// How long a request with `Expect: 100-continue` waits for the upstream's answer to it
+/// before its body is sent all the same (RFC 9110 §10.1.1; curl waits as long).
+const CONTINUE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How response heads are parsed: httparse's strict defaults (no space before a field's
 /// colon, no folded lines, no bare CR). [`super::fields`] relies on them: a field's name
@@ -154,7 +162,9 @@ impl Link {
         let mut timer = self.timer.take();
         let done = {
             let exchange = std::pin::pin!(async {
-                self.write_request(req, set).await?;
+                if let Some(early) = self.write_request(req, set, pass_chunks).await? {
+                    return Ok(early);
+                }
                 self.read_head(req.method(), pass_chunks).await
             });
             within(exchange, &mut timer, due).await
@@ -164,11 +174,15 @@ impl Link {
         Ok((head, framing, self))
     }
 
+    /// Writes the request; a final response head the upstream sent before it asked for the
+    /// body of a request with `Expect: 100-continue` comes back (the body is then never
+    /// sent, nor the connection reused).
     async fn write_request(
         &mut self,
         req: &mut Request<Body>,
         set: &[(HeaderName, HeaderValue)],
-    ) -> Result<(), Failure> {
+        pass_chunks: bool,
+    ) -> Result<Option<(Head, Framing)>, Failure> {
         let mut body = std::mem::take(req.body_mut());
         let (method, headers) = (req.method(), req.headers());
         let reset = |e: std::io::Error| Failure::Reset(format!("writing the request: {e}"));
@@ -190,8 +204,10 @@ impl Link {
             ),
         }
         out.put(b" HTTP/1.1\r\n");
+        let mut expect = false;
         for (name, value) in headers {
             if name != header::CONTENT_LENGTH && !set.iter().any(|(n, _)| n == name) {
+                expect |= name == header::EXPECT && is_continue(value);
                 put_field(out, name.as_str().as_bytes(), value.as_bytes());
             }
         }
@@ -207,6 +223,17 @@ impl Link {
             _ => {}
         }
         out.put(b"\r\n");
+        if expect && !body.is_end_stream() {
+            // The client waits for `100 Continue`, which goes out as its body is first asked
+            // for: that waits for the upstream's own, so a request the upstream answers
+            // unread (a 401, a 405) is answered without one, as the upstream answers it.
+            self.out.flush(&mut self.io).await.map_err(reset)?;
+            self.io.flush().await.map_err(reset)?;
+            if let Some((head, mut framing)) = self.await_continue(method, pass_chunks).await? {
+                framing.keep_alive = false; // the body it declared was never sent
+                return Ok(Some((head, framing)));
+            }
+        }
 
         let mut sent = 0u64;
         loop {
@@ -257,7 +284,75 @@ impl Link {
             self.out.put(b"0\r\n\r\n");
         }
         self.out.flush(&mut self.io).await.map_err(reset)?;
-        self.io.flush().await.map_err(reset)
+        self.io.flush().await.map_err(reset)?;
+        Ok(None)
+    }
+
+    /// Waits for the upstream's answer to `Expect: 100-continue`: `None` once it has sent
+    /// `100 Continue`, or has said nothing for [`CONTINUE_WAIT`]; else its final response head.
+    async fn await_continue(
+        &mut self,
+        method: &Method,
+        pass_chunks: bool,
+    ) -> Result<Option<(Head, Framing)>, Failure> {
+        let mut waited = std::pin::pin!(tokio::time::sleep(CONTINUE_WAIT));
+        loop {
+            match self.interim()? {
+                Some(true) => return Ok(None),
+                Some(false) => return self.parse_head(method, pass_chunks),
+                None if self.buf.len() > MAX_HEAD => {
+                    return Err(Failure::Protocol(format!(
+                        "response head longer than {MAX_HEAD} bytes"
+                    )))
+                }
+                None => {}
+            }
+            self.buf.reserve(READ_SIZE);
+            let read = std::future::poll_fn(|cx| {
+                if let Poll::Ready(read) = poll_read(&mut self.io, cx, &mut self.buf) {
+                    return Poll::Ready(Some(read));
+                }
+                waited.as_mut().poll(cx).map(|()| None)
+            });
+            match read.await {
+                None => return Ok(None),
+                Some(Ok(0)) => {
+                    return Err(Failure::Reset(
+                        "the connection closed before a whole response head".into(),
+                    ))
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(Failure::Reset(format!("reading the response: {e}"))),
+            }
+        }
+    }
+
+    /// Consumes the informational response heads at the buffer's front: `Some(true)` once
+    /// a `100 Continue` was among them, `Some(false)` when a whole final head is next, `None`
+    /// while neither has come whole.
+    fn interim(&mut self) -> Result<Option<bool>, Failure> {
+        loop {
+            let mut fields = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+            let mut parsed = httparse::Response::new(&mut []);
+            let len = match parser().parse_response_with_uninit_headers(
+                &mut parsed,
+                &self.buf,
+                &mut fields,
+            ) {
+                Ok(httparse::Status::Complete(len)) => len,
+                Ok(httparse::Status::Partial) => return Ok(None),
+                Err(e) => return Err(Failure::Protocol(format!("invalid response head: {e}"))),
+            };
+            match parsed.code {
+                Some(100) => {
+                    self.buf.advance(len);
+                    return Ok(Some(true));
+                }
+                // Other informational heads are skipped; `101` ends the exchange as a final one.
+                Some(code) if (102..200).contains(&code) => self.buf.advance(len),
+                _ => return Ok(Some(false)),
+            }
+        }
     }
 
     async fn read_head(
@@ -569,6 +664,14 @@ fn put_field(out: &mut Gather, name: &[u8], value: &[u8]) {
     out.put(b": ");
     out.put(value);
     out.put(b"\r\n");
+}
+
+/// Whether an `Expect` field's value asks for `100 Continue`.
+fn is_continue(value: &HeaderValue) -> bool {
+    value
+        .as_bytes()
+        .trim_ascii()
+        .eq_ignore_ascii_case(b"100-continue")
 }
 
 /// Methods whose requests carry no body unless they say so.

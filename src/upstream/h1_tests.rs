@@ -534,3 +534,146 @@ async fn a_deadline_before_the_connections_timer_is_kept() {
         now - start
     );
 }
+
+/// An upstream that reads a request's head, writes `interim` (informational heads, or a
+/// final answer given unread), then, if `then` is set, reads the body its head declares
+/// and writes `then`. What it had received when it answered comes back.
+async fn expecting(
+    interim: &'static [u8],
+    then: Option<&'static [u8]>,
+) -> (Conn, tokio::sync::oneshot::Receiver<Vec<u8>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let head_end = loop {
+            if let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                break end + 4;
+            }
+            let n = s.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the head ended early");
+            seen.extend_from_slice(&chunk[..n]);
+        };
+        // The head came alone: the body waits to be asked for.
+        assert_eq!(seen.len(), head_end, "the body came with the head");
+        s.write_all(interim).await.unwrap();
+        if let Some(then) = then {
+            let head = String::from_utf8_lossy(&seen[..head_end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .map_or(0, |v| v.parse().unwrap());
+            while seen.len() < head_end + len {
+                let n = s.read(&mut chunk).await.unwrap();
+                assert!(n > 0, "the body ended early");
+                seen.extend_from_slice(&chunk[..n]);
+            }
+            s.write_all(then).await.unwrap();
+        }
+        let _ = tx.send(seen);
+        // Hold the connection open until the client closes it.
+        let _ = s.read(&mut [0u8; 1]).await;
+    });
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    (Link::new(Stream::Left(tcp)), rx)
+}
+
+/// A request body of `{}` that counts how often it is polled.
+struct Counted(Arc<std::sync::atomic::AtomicUsize>, Option<Bytes>);
+
+impl http_body::Body for Counted {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Poll::Ready(self.1.take().map(|d| Ok(Frame::data(d))))
+    }
+    fn is_end_stream(&self) -> bool {
+        self.1.is_none()
+    }
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(2)
+    }
+}
+
+/// A POST of `{}` with `Expect: 100-continue`, and the count of its body's polls.
+fn expecting_post() -> (Request<Body>, Arc<std::sync::atomic::AtomicUsize>) {
+    let polls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let body = Counted(polls.clone(), Some(Bytes::from_static(b"{}")));
+    let req = Request::post("/v1/audio/transcriptions")
+        .header("host", "vllm")
+        .header("expect", "100-Continue")
+        .body(Body::new(body))
+        .unwrap();
+    (req, polls)
+}
+
+/// Sends `req` on `conn` and reads the whole answer: status, body, and whether the
+/// connection went back for reuse.
+async fn answered(conn: Conn, mut req: Request<Body>) -> (StatusCode, Bytes, bool) {
+    let kept = Kept::default();
+    let (head, framing, conn) = conn.send(&mut req, &[], false, far()).await.unwrap();
+    let body = Streamed::new(conn, framing, kept.clone());
+    let body = body.collect().await.unwrap().to_bytes();
+    let reused = !kept.0.lock().unwrap().is_empty();
+    (head.status, body, reused)
+}
+
+#[tokio::test]
+async fn an_expected_body_is_sent_once_the_upstream_asks_for_it() {
+    let (conn, seen) = expecting(
+        b"HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n",
+        Some(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"),
+    )
+    .await;
+    let (req, polls) = expecting_post();
+    let (status, body, reused) = answered(conn, req).await;
+    assert_eq!(
+        (status.as_u16(), &body[..], reused),
+        (200, &b"ok"[..], true)
+    );
+    let seen = String::from_utf8(seen.await.unwrap()).unwrap();
+    assert!(
+        seen.contains("\r\nexpect: 100-Continue\r\n") && seen.ends_with("\r\n\r\n{}"),
+        "{seen}"
+    );
+    assert!(polls.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+}
+
+#[tokio::test]
+async fn a_final_answer_before_100_continue_is_the_answer_and_the_body_is_never_sent() {
+    // vLLM's server answers a 401 or a 405 without reading the body, and sends no
+    // `100 Continue`: the client is not asked for its body, nor is the connection reused.
+    let (conn, seen) = expecting(
+        b"HTTP/1.1 405 Method Not Allowed\r\ncontent-length: 3\r\n\r\nno!",
+        None,
+    )
+    .await;
+    let (req, polls) = expecting_post();
+    let (status, body, reused) = answered(conn, req).await;
+    assert_eq!(
+        (status.as_u16(), &body[..], reused),
+        (405, &b"no!"[..], false)
+    );
+    assert_eq!(polls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let seen = String::from_utf8(seen.await.unwrap()).unwrap();
+    assert!(seen.ends_with("content-length: 2\r\n\r\n"), "{seen}");
+}
+
+#[tokio::test]
+async fn an_upstream_silent_on_an_expectation_gets_the_body_after_the_wait() {
+    let (conn, seen) =
+        expecting(b"", Some(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")).await;
+    let (req, _) = expecting_post();
+    let start = Instant::now();
+    let (status, body, _) = answered(conn, req).await;
+    assert_eq!((status.as_u16(), &body[..]), (200, &b"ok"[..]));
+    assert!(Instant::now() - start >= CONTINUE_WAIT);
+    assert!(seen.await.unwrap().ends_with(b"\r\n\r\n{}"));
+}
