@@ -334,14 +334,8 @@ impl Link {
         loop {
             let mut fields = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
             let mut parsed = httparse::Response::new(&mut []);
-            let len = match parser().parse_response_with_uninit_headers(
-                &mut parsed,
-                &self.buf,
-                &mut fields,
-            ) {
-                Ok(httparse::Status::Complete(len)) => len,
-                Ok(httparse::Status::Partial) => return Ok(None),
-                Err(e) => return Err(Failure::Protocol(format!("invalid response head: {e}"))),
+            let Some(len) = parse_front(&mut parsed, &self.buf, &mut fields)? else {
+                return Ok(None);
             };
             match parsed.code {
                 Some(100) => {
@@ -396,14 +390,8 @@ impl Link {
             }
             let mut fields = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
             let mut parsed = httparse::Response::new(&mut []);
-            let len = match parser().parse_response_with_uninit_headers(
-                &mut parsed,
-                &self.buf,
-                &mut fields,
-            ) {
-                Ok(httparse::Status::Complete(len)) => len,
-                Ok(httparse::Status::Partial) => return Ok(None),
-                Err(e) => return Err(protocol(format!("invalid response head: {e}"))),
+            let Some(len) = parse_front(&mut parsed, &self.buf, &mut fields)? else {
+                return Ok(None);
             };
             let code = parsed.code.unwrap_or(0);
             let status = StatusCode::from_u16(code)
@@ -664,6 +652,19 @@ fn put_field(out: &mut Gather, name: &[u8], value: &[u8]) {
     out.put(b": ");
     out.put(value);
     out.put(b"\r\n");
+}
+
+/// Parses the response head at the front of `buf` into `parsed`: its length, once whole.
+fn parse_front<'h, 'b>(
+    parsed: &mut httparse::Response<'h, 'b>,
+    buf: &'b [u8],
+    fields: &'h mut [std::mem::MaybeUninit<httparse::Header<'b>>],
+) -> Result<Option<usize>, Failure> {
+    match parser().parse_response_with_uninit_headers(parsed, buf, fields) {
+        Ok(httparse::Status::Complete(len)) => Ok(Some(len)),
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(e) => Err(Failure::Protocol(format!("invalid response head: {e}"))),
+    }
 }
 
 /// Whether an `Expect` field's value asks for `100 Continue`.

@@ -128,11 +128,7 @@ async fn upstream(
     pieces: Vec<&'static [u8]>,
     close: bool,
 ) -> (Conn, tokio::sync::oneshot::Receiver<Vec<u8>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        let (mut s, _) = listener.accept().await.unwrap();
+    played(move |mut s, tx| async move {
         let mut seen = Vec::new();
         let complete = |b: &[u8]| {
             let Some(end) = b.windows(4).position(|w| w == b"\r\n\r\n") else {
@@ -164,6 +160,23 @@ async fn upstream(
             // Hold the connection open until the client closes it.
             let _ = s.read(&mut [0u8; 1]).await;
         }
+    })
+    .await
+}
+
+/// A connection to an upstream of one connection, which `play` serves; what it hands over
+/// comes back.
+async fn played<P, F>(play: P) -> (Conn, tokio::sync::oneshot::Receiver<Vec<u8>>)
+where
+    P: FnOnce(TcpStream, tokio::sync::oneshot::Sender<Vec<u8>>) -> F + Send + 'static,
+    F: std::future::Future<Output = ()> + Send,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (s, _) = listener.accept().await.unwrap();
+        play(s, tx).await;
     });
     let tcp = TcpStream::connect(addr).await.unwrap();
     (Link::new(Stream::Left(tcp)), rx)
@@ -389,20 +402,27 @@ async fn a_field_name_longer_than_http_takes_is_a_protocol_failure() {
     assert_eq!(map.len(), 2, "the longest name http takes is kept");
 }
 
-/// A body that declares `declared` bytes and sends `sent`.
-struct Lying {
+/// A body that declares `declared` bytes, sends `sent` (which may be another length), and
+/// counts its polls in `polls`.
+#[derive(Default)]
+struct Scripted {
     declared: u64,
     sent: Option<Bytes>,
+    polls: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-impl http_body::Body for Lying {
+impl http_body::Body for Scripted {
     type Data = Bytes;
     type Error = std::convert::Infallible;
     fn poll_frame(
         mut self: Pin<&mut Self>,
         _: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        self.polls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Poll::Ready(self.sent.take().map(|d| Ok(Frame::data(d))))
+    }
+    fn is_end_stream(&self) -> bool {
+        self.sent.is_none()
     }
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.declared)
@@ -420,9 +440,10 @@ async fn a_body_longer_than_declared_is_refused_before_it_is_sent() {
         all
     });
     let conn = Link::new(Stream::Left(TcpStream::connect(addr).await.unwrap()));
-    let body = Body::new(Lying {
+    let body = Body::new(Scripted {
         declared: 2,
         sent: Some(Bytes::from_static(b"{}GET / HTTP/1.1")),
+        ..Default::default()
     });
     assert!(matches!(
         conn.send_request(post(body), &[], false, far()).await,
@@ -542,11 +563,7 @@ async fn expecting(
     interim: &'static [u8],
     then: Option<&'static [u8]>,
 ) -> (Conn, tokio::sync::oneshot::Receiver<Vec<u8>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        let (mut s, _) = listener.accept().await.unwrap();
+    played(move |mut s, tx| async move {
         let mut seen = Vec::new();
         let mut chunk = [0u8; 4096];
         let head_end = loop {
@@ -576,36 +593,18 @@ async fn expecting(
         let _ = tx.send(seen);
         // Hold the connection open until the client closes it.
         let _ = s.read(&mut [0u8; 1]).await;
-    });
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    (Link::new(Stream::Left(tcp)), rx)
-}
-
-/// A request body of `{}` that counts how often it is polled.
-struct Counted(Arc<std::sync::atomic::AtomicUsize>, Option<Bytes>);
-
-impl http_body::Body for Counted {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Poll::Ready(self.1.take().map(|d| Ok(Frame::data(d))))
-    }
-    fn is_end_stream(&self) -> bool {
-        self.1.is_none()
-    }
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(2)
-    }
+    })
+    .await
 }
 
 /// A POST of `{}` with `Expect: 100-continue`, and the count of its body's polls.
 fn expecting_post() -> (Request<Body>, Arc<std::sync::atomic::AtomicUsize>) {
     let polls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let body = Counted(polls.clone(), Some(Bytes::from_static(b"{}")));
+    let body = Scripted {
+        declared: 2,
+        sent: Some(Bytes::from_static(b"{}")),
+        polls: polls.clone(),
+    };
     let req = Request::post("/v1/audio/transcriptions")
         .header("host", "vllm")
         .header("expect", "100-Continue")
