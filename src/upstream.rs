@@ -101,6 +101,11 @@ impl Upstream {
         let forwarded = forwarded(req.headers(), conn.remote_ip());
         // mmgate's own server sends an HTTP/1.1 client a chunked body as the chunks came.
         let pass_chunks = conn.own_http1() && req.version() == http::Version::HTTP_11;
+        if req.version() < http::Version::HTTP_11 {
+            // An HTTP/1.0 client's expectation is ignored (RFC 9110 §10.1.1): it does not go on
+            // in the HTTP/1.1 request.
+            req.headers_mut().remove(header::EXPECT);
+        }
         *req.version_mut() = http::Version::HTTP_11;
         match self.send(req, &forwarded, sent, pass_chunks).await {
             Ok((res, fields)) => {

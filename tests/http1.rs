@@ -414,6 +414,35 @@ async fn an_expectation_on_a_forwarded_body_is_the_upstreams_to_meet() {
     );
 }
 
+#[tokio::test]
+async fn an_http10_clients_expectation_is_ignored_and_not_passed_on() {
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    let upload = "0123456789";
+    c.write(
+        format!(
+            "POST /v1/audio/transcriptions HTTP/1.0\r\nExpect: 100-continue\r\n\
+             Content-Length: {}\r\n\r\n{upload}",
+            upload.len()
+        )
+        .as_bytes(),
+    )
+    .await;
+    let r = c.response().await.unwrap();
+    assert!(
+        r.head.starts_with("HTTP/1.0 200"),
+        "no 100 Continue: {}",
+        r.head
+    );
+    let got = fake.received();
+    assert_eq!(got[0].body, upload.as_bytes());
+    assert!(
+        got[0].headers.get("expect").is_none(),
+        "{:?}",
+        got[0].headers
+    );
+}
+
 /// Sends a head with `Expect: 100-continue`, checks that `100 Continue` comes, sends the
 /// body, and returns the final answer's status.
 async fn continued(c: &mut Conn, path: &str, body: &str) -> u16 {

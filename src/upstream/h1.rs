@@ -207,7 +207,9 @@ impl Link {
         let mut expect = false;
         for (name, value) in headers {
             if name != header::CONTENT_LENGTH && !set.iter().any(|(n, _)| n == name) {
-                expect |= name == header::EXPECT && is_continue(value);
+                if name == header::EXPECT {
+                    expect = is_continue(value); // the last one counts, as for the client
+                }
                 put_field(out, name.as_str().as_bytes(), value.as_bytes());
             }
         }
@@ -223,7 +225,7 @@ impl Link {
             _ => {}
         }
         out.put(b"\r\n");
-        if expect && !body.is_end_stream() {
+        if expect && declared != Some(0) && !body.is_end_stream() {
             // The client waits for `100 Continue`, which goes out as its body is first asked
             // for: that waits for the upstream's own, so a request the upstream answers
             // unread (a 401, a 405) is answered without one, as the upstream answers it.

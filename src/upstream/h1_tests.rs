@@ -676,3 +676,26 @@ async fn an_upstream_silent_on_an_expectation_gets_the_body_after_the_wait() {
     assert!(Instant::now() - start >= CONTINUE_WAIT);
     assert!(seen.await.unwrap().ends_with(b"\r\n\r\n{}"));
 }
+
+#[tokio::test]
+async fn an_expectation_on_an_empty_body_is_not_waited_on() {
+    // An HTTP/2 body of `content-length: 0` may end with a later empty frame: nothing to ask.
+    let (conn, _) = upstream(
+        vec![b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"],
+        false,
+    )
+    .await;
+    let body = Scripted {
+        sent: Some(Bytes::new()),
+        ..Default::default()
+    };
+    let req = Request::post("/v1/audio/transcriptions")
+        .header("expect", "100-continue")
+        .body(Body::new(body))
+        .unwrap();
+    let (status, body, reused) = answered(conn, req).await;
+    assert_eq!(
+        (status.as_u16(), &body[..], reused),
+        (200, &b"ok"[..], true)
+    );
+}
