@@ -302,14 +302,8 @@ impl Link {
             match self.interim()? {
                 Some(true) => return Ok(None),
                 Some(false) => return self.parse_head(method, pass_chunks),
-                None if self.buf.len() > MAX_HEAD => {
-                    return Err(Failure::Protocol(format!(
-                        "response head longer than {MAX_HEAD} bytes"
-                    )))
-                }
-                None => {}
+                None => self.make_room()?,
             }
-            self.buf.reserve(READ_SIZE);
             let read = std::future::poll_fn(|cx| {
                 if let Poll::Ready(read) = poll_read(&mut self.io, cx, &mut self.buf) {
                     return Poll::Ready(Some(read));
@@ -317,14 +311,8 @@ impl Link {
                 waited.as_mut().poll(cx).map(|()| None)
             });
             match read.await {
+                Some(read) => head_read(read)?,
                 None => return Ok(None),
-                Some(Ok(0)) => {
-                    return Err(Failure::Reset(
-                        "the connection closed before a whole response head".into(),
-                    ))
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(Failure::Reset(format!("reading the response: {e}"))),
             }
         }
     }
@@ -360,23 +348,21 @@ impl Link {
             if let Some(head) = self.parse_head(method, pass_chunks)? {
                 return Ok(head);
             }
-            if self.buf.len() > MAX_HEAD {
-                return Err(Failure::Protocol(format!(
-                    "response head longer than {MAX_HEAD} bytes"
-                )));
-            }
-            self.buf.reserve(READ_SIZE);
+            self.make_room()?;
             let read = std::future::poll_fn(|cx| poll_read(&mut self.io, cx, &mut self.buf));
-            match read.await {
-                Ok(0) => {
-                    return Err(Failure::Reset(
-                        "the connection closed before a whole response head".into(),
-                    ))
-                }
-                Ok(_) => {}
-                Err(e) => return Err(Failure::Reset(format!("reading the response: {e}"))),
-            }
+            head_read(read.await)?;
         }
+    }
+
+    /// Room in the buffer for more of a response head, if it may grow.
+    fn make_room(&mut self) -> Result<(), Failure> {
+        if self.buf.len() > MAX_HEAD {
+            return Err(Failure::Protocol(format!(
+                "response head longer than {MAX_HEAD} bytes"
+            )));
+        }
+        self.buf.reserve(READ_SIZE);
+        Ok(())
     }
 
     /// The response head in the buffer, if whole; 1xx heads are consumed and skipped.
@@ -654,6 +640,17 @@ fn put_field(out: &mut Gather, name: &[u8], value: &[u8]) {
     out.put(b": ");
     out.put(value);
     out.put(b"\r\n");
+}
+
+/// A read of part of a response head, as a failure when it got none.
+fn head_read(read: std::io::Result<usize>) -> Result<(), Failure> {
+    match read {
+        Ok(0) => Err(Failure::Reset(
+            "the connection closed before a whole response head".into(),
+        )),
+        Ok(_) => Ok(()),
+        Err(e) => Err(Failure::Reset(format!("reading the response: {e}"))),
+    }
 }
 
 /// Parses the response head at the front of `buf` into `parsed`: its length, once whole.
