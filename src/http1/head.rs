@@ -247,10 +247,15 @@ impl Seen {
                 self.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
         } else if *name == header::EXPECT {
-            self.expect_continue = value.trim_ascii().eq_ignore_ascii_case(b"100-continue");
+            self.expect_continue = asks_continue(value);
         }
         Ok(())
     }
+}
+
+/// Whether an `Expect` field's value asks for `100 Continue`.
+pub(crate) fn asks_continue(value: &[u8]) -> bool {
+    value.trim_ascii().eq_ignore_ascii_case(b"100-continue")
 }
 
 /// Whether vLLM's server refuses a request target that `httparse` took: llhttp refuses

@@ -41,7 +41,7 @@ use write::Asked;
 
 pub use body::BodyError;
 pub(crate) use body::WholeBody;
-pub(crate) use head::VerbatimTarget;
+pub(crate) use head::{asks_continue, VerbatimTarget};
 
 /// How long a closing connection goes on reading (and discarding) what the client still
 /// sends, so that the response before it is not lost to a reset.

@@ -1,9 +1,10 @@
 //! Value limits on the kwargs a request carries to a pool: an allowlist of keys per field
-//! (per modality for `media_io_kwargs`) and numeric bounds. Pure.
+//! (per modality for `media_io_kwargs`), numeric bounds and listed values. Pure.
 //!
 //! Only truthy fields are checked (a falsy field is a no-op in vLLM). A key the pool does
 //! not list is refused unless `allow_unknown_keys`; a bounded key must hold a finite number
-//! within its bounds. The first violation is reported, naming the key and the bound.
+//! within its bounds, and a key with `one_of` one of its values, of the same JSON type. The
+//! first violation is reported, naming the key and the bound.
 
 use crate::config::{KeyRule, Scalar, ValueRules};
 use crate::error::GateError;

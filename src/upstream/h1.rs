@@ -35,7 +35,7 @@ use super::fields::{Kept, ResponseFields};
 use crate::chunked::{Chunked, Step};
 use crate::digits::{decimal, size_line};
 use crate::error::GateError;
-use crate::http1::VerbatimTarget;
+use crate::http1::{asks_continue, VerbatimTarget};
 use crate::vectored::Gather;
 
 /// The longest response head accepted.
@@ -208,7 +208,8 @@ impl Link {
         for (name, value) in headers {
             if name != header::CONTENT_LENGTH && !set.iter().any(|(n, _)| n == name) {
                 if name == header::EXPECT {
-                    expect = is_continue(value); // the last one counts, as for the client
+                    // The last one counts, as for the client.
+                    expect = asks_continue(value.as_bytes());
                 }
                 put_field(out, name.as_str().as_bytes(), value.as_bytes());
             }
@@ -664,14 +665,6 @@ fn parse_front<'h, 'b>(
         Ok(httparse::Status::Partial) => Ok(None),
         Err(e) => Err(Failure::Protocol(format!("invalid response head: {e}"))),
     }
-}
-
-/// Whether an `Expect` field's value asks for `100 Continue`.
-fn is_continue(value: &HeaderValue) -> bool {
-    value
-        .as_bytes()
-        .trim_ascii()
-        .eq_ignore_ascii_case(b"100-continue")
 }
 
 /// Methods whose requests carry no body unless they say so.
