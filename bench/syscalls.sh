@@ -14,7 +14,8 @@
 #   2. untraced: voluntary and involuntary context switches of all the hop's threads
 #      (/proc/PID/task/*/status), its user and kernel CPU (/proc/PID/stat), and the TCP
 #      segments carrying data on all the loop's legs (wrk, hop, upstream; `nstat`'s
-#      TcpExtTCPOrigDataSent, machine-wide), per request. An answer the hop writes in two
+#      TcpExtTCPOrigDataSent, machine-wide) and all segments, pure ACKs included
+#      (TcpOutSegs), per request. An answer the hop writes in two
 #      pieces shows there, not in run 1: tracing slows the hop enough to change how much
 #      of a streamed answer has come when it writes.
 # Needs `perf` with tracepoint access (root, or kernel.perf_event_paranoid ≤ 1), `nstat`
@@ -65,12 +66,16 @@ drive() { # URL BODY SECONDS
   wrk -t2 -c32 -d"$3"s --timeout 10s -s bench/post.lua "$1" -- "$2" 2>&1
 }
 
-# Data segments sent on loopback since the last call (nstat keeps its history in $W).
+# Data segments and all segments (pure ACKs included) sent on loopback since the last call
+# (nstat keeps its history in $W).
 export NSTAT_HISTORY=$W/nstat.history
-segments() { nstat -z TcpExtTCPOrigDataSent | awk '$1 == "TcpExtTCPOrigDataSent" { print $2 }'; }
+segments() {
+  nstat -z TcpExtTCPOrigDataSent TcpOutSegs \
+    | awk '$1 == "TcpExtTCPOrigDataSent" { d = $2 } $1 == "TcpOutSegs" { a = $2 } END { print d, a }'
+}
 
 TICK=$(getconf CLK_TCK)
-printf '| workload | hop | system calls / request | of which | voluntary switches / request | involuntary switches / request | user µs / request | kernel µs / request | data segments / request (all legs) |\n|---|---|---:|---|---:|---:|---:|---:|---:|\n' >"$W/table"
+printf '| workload | hop | system calls / request | of which | voluntary switches / request | involuntary switches / request | user µs / request | kernel µs / request | data segments / request (all legs) | all segments / request (all legs) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n' >"$W/table"
 for workload in $WORKLOADS; do
   for hop in $HOPS; do
     case $hop in
@@ -94,12 +99,12 @@ for workload in $WORKLOADS; do
     read -r v0 n0 u0 s0 < <(counters "$pid")
     plain=$(drive "$url" "$body" "$DURATION")
     read -r v1 n1 u1 s1 < <(counters "$pid")
-    segs=$(segments)
+    read -r segs all < <(segments)
     m=$(requests <<<"$plain")
     [ -n "$m" ] && [ "$m" -gt 0 ] || { echo "$hop $workload: wrk failed: $plain" >&2; exit 1; }
     row=$(awk -v m="$m" -v t="$TICK" -v dv=$((v1 - v0)) -v dn=$((n1 - n0)) \
-      -v du=$((u1 - u0)) -v ds=$((s1 - s0)) -v sg="$segs" \
-      'BEGIN { printf "%.3f | %.3f | %.1f | %.1f | %.2f", dv / m, dn / m, du * 1e6 / t / m, ds * 1e6 / t / m, sg / m }')
+      -v du=$((u1 - u0)) -v ds=$((s1 - s0)) -v sg="$segs" -v al="$all" \
+      'BEGIN { printf "%.3f | %.3f | %.1f | %.1f | %.2f | %.2f", dv / m, dn / m, du * 1e6 / t / m, ds * 1e6 / t / m, sg / m, al / m }')
     log "$workload $hop: $calls system calls per request"
     printf '| %s | %s | %s | %s | %s |\n' "$workload" "$hop" "$calls" "$kinds" "$row" >>"$W/table"
   done
