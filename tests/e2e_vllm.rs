@@ -210,10 +210,22 @@ async fn wait_gateway(client: &TestClient, g: &mut Gate) {
     panic!("{} did not come up", g.proc.name);
 }
 
-/// Removes what differs between two identical requests (ids, timestamps).
+/// Removes what differs between two identical requests (ids, timestamps), and puts in
+/// order what two servers list in their own orders.
 fn normalized(body: &[u8]) -> Option<serde_json::Value> {
     fn strip(v: &mut serde_json::Value) {
         match v {
+            // `/pooling`'s "Unsupported task: ... Supported tasks: [...]" lists a set, whose
+            // order differs between two vLLM processes (Python's string hash is seeded).
+            serde_json::Value::String(s) => {
+                if let Some((head, rest)) = s.split_once("Supported tasks: [") {
+                    if let Some((list, tail)) = rest.split_once(']') {
+                        let mut items: Vec<&str> = list.split(", ").collect();
+                        items.sort_unstable();
+                        *s = format!("{head}Supported tasks: [{}]{tail}", items.join(", "));
+                    }
+                }
+            }
             serde_json::Value::Object(m) => {
                 // kwargs_data is the serialized processor output, whose key order differs
                 // between a trusted and an untrusted server for the same image.
@@ -241,6 +253,17 @@ fn deterministic(c: &Case) -> bool {
     c.family == "render" || c.path.starts_with("/tokenize")
 }
 
+/// What the family's gateways know of their upstream beyond what they discover: the pooling
+/// servers run `--convert embed`, whose pooling task is `embed`.
+const POOL_POLICY: &str = "[vllm]\npooling_task = \"embed\"\n";
+
+fn facts(family: &str) -> UpstreamFacts {
+    UpstreamFacts {
+        pooling_task: (family == "pool").then_some("embed"),
+        ..Default::default()
+    }
+}
+
 /// What mmgate's strip mode makes of a request: the body it forwards (None when it answers
 /// at the edge because the body cannot be inspected).
 fn strip_decision(c: &Case) -> Option<Vec<u8>> {
@@ -250,8 +273,7 @@ fn strip_decision(c: &Case) -> Option<Vec<u8>> {
     let mmgate::classify::Route::Gated(kind) = route else {
         return Some(c.body.clone());
     };
-    let facts = UpstreamFacts::default();
-    let (verdict, findings) = judge(kind, c.head(), &c.body, c.max_depth(), &facts);
+    let (verdict, findings) = judge(kind, c.head(), &c.body, c.max_depth(), &facts(&c.family));
     match decide(
         Mode::Strip,
         OnUnclassifiable::Reject,
@@ -280,8 +302,7 @@ fn own_words(c: &Case) -> bool {
     let mmgate::classify::Route::Gated(kind) = route else {
         return false;
     };
-    let facts = UpstreamFacts::default();
-    let (verdict, _) = judge(kind, c.head(), &c.body, c.max_depth(), &facts);
+    let (verdict, _) = judge(kind, c.head(), &c.body, c.max_depth(), &facts(&c.family));
     matches!(verdict, Verdict::Invalid(inv) if inv.unclassifiable() && inv != Invalid::ContentType)
 }
 
@@ -809,9 +830,13 @@ async fn real_vllm_end_to_end() {
         families.push(("pool", pu.addr, pt.addr));
     }
     for (family, untrusted, trusted) in families {
-        let mut reject = start_gateway(&dir, &format!("{family}-reject"), "reject", trusted);
-        let mut strip = start_gateway(&dir, &format!("{family}-strip"), "strip", untrusted);
-        let mut shadow = start_gateway(&dir, &format!("{family}-shadow"), "shadow", untrusted);
+        let extra = if family == "pool" { POOL_POLICY } else { "" };
+        let gateway = |mode, upstream| {
+            start_gateway_with(&dir, &format!("{family}-{mode}"), mode, upstream, extra)
+        };
+        let mut reject = gateway("reject", trusted);
+        let mut strip = gateway("strip", untrusted);
+        let mut shadow = gateway("shadow", untrusted);
         for g in [&mut reject, &mut strip, &mut shadow] {
             wait_gateway(&client, g).await;
         }

@@ -47,6 +47,7 @@ certificate_names = ["a.example"]
 [vllm]
 served_models = ["tiny"]
 max_completion_prompts = 1024
+pooling_task = "embed"
 [log]
 kwargs_values = true
 "#;

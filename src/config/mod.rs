@@ -269,6 +269,8 @@ impl Config {
                 fim_suffix: v.bool("fim_suffix", &mut p).unwrap_or(false),
                 mistral_tokenizer: v.bool("mistral_tokenizer", &mut p).unwrap_or(false),
                 sagemaker_sessions: v.bool("sagemaker_sessions", &mut p).unwrap_or(false),
+                pooling_task: pooling_task(&mut v, &mut p),
+                io_processor_plugin: v.bool("io_processor_plugin", &mut p).unwrap_or(false),
                 max_completion_prompts: v
                     .positive("max_completion_prompts", 1 << 32, &mut p)
                     .map(|n| n as usize),
@@ -307,6 +309,24 @@ impl Config {
             keys: p.keys,
         })
     }
+}
+
+/// `vllm.pooling_task`: one of vLLM's pooling tasks, as the upstream's `/pooling` runs it.
+fn pooling_task(v: &mut Section<'_>, p: &mut Problems) -> Option<&'static str> {
+    let task = v.str("pooling_task", p)?;
+    let known = crate::contract::POOLING_TASKS
+        .into_iter()
+        .find(|&t| t == task);
+    if known.is_none() {
+        p.add(
+            "vllm.pooling_task",
+            format!(
+                "unknown pooling task {task:?}; expected one of {}",
+                crate::contract::POOLING_TASKS.join(", ")
+            ),
+        );
+    }
+    known
 }
 
 /// What [`Config::read`] makes of policy text.

@@ -43,6 +43,7 @@ chat = "reject"
 chats = "reject"
 [vllm]
 served_models = ["a", 2]
+pooling_task = "encode"
 "#;
     let Err(ConfigError::Invalid(problems)) = Config::parse(text) else {
         panic!("expected problems")
@@ -57,9 +58,24 @@ served_models = ["a", 2]
         "gate.on_unclassifiable:",
         "gate.routes.chats: unknown route",
         "vllm.served_models[1]:",
+        "vllm.pooling_task: unknown pooling task \"encode\"",
     ] {
         assert!(all.contains(path), "missing {path} in:\n{all}");
     }
+}
+
+#[test]
+fn the_upstreams_pooling_facts_are_read() {
+    let base = "[upstream]\nurl = \"http://127.0.0.1:8000\"\n";
+    let c = Config::parse(base).unwrap();
+    assert_eq!(c.vllm.facts.pooling_task, None);
+    assert!(!c.vllm.facts.io_processor_plugin);
+    let text = format!(
+        "{base}[vllm]\npooling_task = \"embed&token_classify\"\nio_processor_plugin = true\n"
+    );
+    let c = Config::parse(&text).unwrap();
+    assert_eq!(c.vllm.facts.pooling_task, Some("embed&token_classify"));
+    assert!(c.vllm.facts.io_processor_plugin);
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //! Pure. The order of checks per route follows vLLM's source (see `contract/README.md`):
 //! content type and JSON → pydantic type checks of declared fields → (generate routes) model
 //! name, beam search on render routes, tool choice, chat template trust → the gate. On
-//! pooling routes the gate runs before the model check.
+//! pooling routes the gate runs before the model check (after, on `/pooling`, its
+//! handler's checks of `dimensions` and the task).
 
 mod auth;
 mod fields;
@@ -50,6 +51,13 @@ pub struct UpstreamFacts {
     /// The upstream's `VLLM_MAX_COMPLETION_PROMPTS`: the most prompts (or prompt
     /// embeddings) a completion may list; `None` for vLLM's default, 1024.
     pub max_completion_prompts: Option<usize>,
+    /// The upstream's pooling task (one of [`POOLING_TASKS`]: what its `/pooling` does with
+    /// a request that names none, and the only task other than `plugin` it takes there);
+    /// `None` when unknown.
+    pub pooling_task: Option<&'static str>,
+    /// The upstream loads an IOProcessor plugin (`--io-processor-plugin`), so `/pooling`
+    /// takes the `plugin` task.
+    pub io_processor_plugin: bool,
     /// The upstream runs SageMaker's stateful sessions (`SAGEMAKER_ENABLE_STATEFUL_SESSIONS`):
     /// an `/invocations` request's session header names a session it may know. Without
     /// them, vLLM refuses any such header.
@@ -80,6 +88,16 @@ impl UpstreamFacts {
         }
     }
 }
+
+/// vLLM's pooling tasks (`PoolingTask`): the words `/pooling`'s `task` takes.
+pub const POOLING_TASKS: [&str; 6] = [
+    "embed",
+    "classify",
+    "token_embed",
+    "token_classify",
+    "plugin",
+    "embed&token_classify",
+];
 
 /// vLLM's default `VLLM_MAX_COMPLETION_PROMPTS`.
 pub const MAX_COMPLETION_PROMPTS: usize = 1024;
@@ -125,6 +143,11 @@ pub enum Invalid {
     /// body, naming this parameter.
     #[error("vLLM's request model refuses `{0}`")]
     ModelCheck(&'static str),
+    /// `/pooling`'s handler refuses the request before the gate, naming this parameter
+    /// (`ServingPooling._verify_pooling_task`): a `dimensions` that is not null, or a task
+    /// the upstream does not pool.
+    #[error("vLLM's pooling handler refuses `{0}` before the gate")]
+    PoolingTask(&'static str),
     /// The model is not served (404 before the gate).
     #[error("The model `{0}` does not exist.")]
     UnknownModel(String),
@@ -317,6 +340,14 @@ fn request_errors(
     up: &UpstreamFacts,
     model: bool,
 ) -> Option<Invalid> {
+    if matches!(
+        route,
+        RouteKind::Embeddings | RouteKind::Pooling | RouteKind::Classify
+    ) {
+        if let Some(parameter) = removed_pooling_parameter(f) {
+            return Some(Invalid::ModelCheck(parameter));
+        }
+    }
     let completion = matches!(route, RouteKind::Completions | RouteKind::CompletionsRender);
     if completion {
         if let Some(parameter) = too_many_prompts(f, up) {
@@ -368,6 +399,52 @@ fn request_errors(
         return Some(field_type("prompt", MIXED_PROMPT, gated()));
     }
     None
+}
+
+/// `reject_removed_pooling_parameters`, the before-validator of the embeddings, pooling and
+/// classification request unions (so ahead of every model's own checks and types): a
+/// `normalize` member of any value, null included, or a `task` naming a removed task.
+fn removed_pooling_parameter(f: &Findings) -> Option<&'static str> {
+    if f.member("normalize").is_some() {
+        return Some("normalize");
+    }
+    let task = f.member("task")?;
+    (task.is_one_of(&["score", "encode"]) == Some(true)).then_some("task")
+}
+
+/// What `/pooling`'s handler refuses before the gate (`ServingPooling._verify_pooling_task`),
+/// in its order: a `dimensions` that is not null (an undeclared one of an
+/// `IOProcessorRequest` too), then the task, which is `plugin` for an `IOProcessorRequest`
+/// (the body validates as no other model) and otherwise the body's `task`, or the
+/// upstream's own when it names none. `plugin` is refused without an IOProcessor plugin;
+/// any other task but the upstream's pooling task is refused. With that task unknown, only
+/// `embed` and `classify` are judged: the upstream supports them exactly when it serves
+/// their routes.
+fn pooling_handler(f: &Findings, up: &UpstreamFacts) -> Option<Invalid> {
+    if f.member("dimensions").is_some_and(|m| m.kind != Kind::Null) {
+        return Some(Invalid::PoolingTask("dimensions"));
+    }
+    let task = f.member("task").filter(|m| m.kind != Kind::Null);
+    let is = |word: &str| task.and_then(|t| t.is_one_of(&[word])) == Some(true);
+    let refused = if route_declared(RouteKind::Pooling).first_possible(f)
+        == Some("IOProcessorRequest")
+        || is("plugin")
+    {
+        !up.io_processor_plugin && up.pooling_task != Some("plugin")
+    } else {
+        let task = task?;
+        match (up.pooling_task, &up.served_routes) {
+            (Some(pooling), _) => task.is_one_of(&[pooling]) == Some(false),
+            (None, Some(routes)) => [
+                ("embed", RouteKind::Embeddings),
+                ("classify", RouteKind::Classify),
+            ]
+            .into_iter()
+            .any(|(word, route)| is(word) && !routes.contains(&route)),
+            (None, None) => false,
+        }
+    };
+    refused.then_some(Invalid::PoolingTask("task"))
 }
 
 /// `CompletionRequest.validate_prompt_list_length`: a `prompt` list of more than the
@@ -522,12 +599,18 @@ fn verdict_with(route: RouteKind, f: &Findings, up: &UpstreamFacts, head: Head<'
     if let Some(e) = type_errors(route, f, up) {
         return Verdict::Invalid(e);
     }
-    let fam = match route {
+    let target = match route {
         // Found by `type_errors`, which refuses the body when there is none.
-        RouteKind::Invocations => family(invocations_route(f, up).unwrap_or(RouteKind::Embeddings)),
-        r => family(r),
+        RouteKind::Invocations => invocations_route(f, up).unwrap_or(RouteKind::Embeddings),
+        r => r,
     };
+    let fam = family(target);
     if fam == Family::Pooling {
+        if target == RouteKind::Pooling {
+            if let Some(e) = pooling_handler(f, up) {
+                return Verdict::Invalid(e);
+            }
+        }
         return gate(f);
     }
     // The completion handler's first check, before the model's (not on /render).

@@ -196,8 +196,7 @@ impl FieldTy {
 /// A request model of a route: the before-validators mmgate reproduces and its fields.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ModelTy {
-    /// The model's class name in vLLM (read by the tests).
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// The model's class name in vLLM.
     pub(super) name: &'static str,
     pub(super) checks: &'static [Check],
     pub(super) fields: &'static [FieldTy],
@@ -546,6 +545,7 @@ pub(super) struct Declared {
 /// by name: a body's members are looked up by name instead of the table being scanned for
 /// each of them.
 struct Model {
+    name: &'static str,
     checks: &'static [Check],
     fields: &'static [FieldTy],
     position: HashMap<&'static str, usize, BuildHasherDefault<Fnv>>,
@@ -626,6 +626,16 @@ impl Declared {
         }
         first
     }
+
+    /// The class name of the first model, in the union's order, that may accept the body:
+    /// the one pydantic's smart mode takes when several validate it (as far as the JSON
+    /// kinds of their fields decide); `None` when every model refuses it.
+    pub(super) fn first_possible(&self, findings: &Findings) -> Option<&'static str> {
+        self.models
+            .iter()
+            .find(|m| m.first_error(findings).is_none())
+            .map(|m| m.name)
+    }
 }
 
 impl Declared {
@@ -665,6 +675,7 @@ impl Model {
             position.entry(f.name).or_insert(i);
         }
         Model {
+            name: model.name,
             checks: model.checks,
             fields,
             position,

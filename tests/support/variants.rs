@@ -156,9 +156,10 @@ fn with_content_types(c: &Case, types: Vec<String>) -> Vec<(String, String)> {
     headers
 }
 
-/// Members that a request model refuses before the gate runs on some routes and not on
-/// others (types, required fields, `model_validator`s), each put first in the body: a
-/// later member of the same name still wins, as in vLLM.
+/// Members that a request model or a handler refuses before the gate runs on some routes
+/// and not on others (types, required fields, `model_validator`s, `/pooling`'s task and
+/// `dimensions`), each put first in the body: a later member of the same name still wins,
+/// as in vLLM.
 const EARLIER: &[&str] = &[
     r#""stream_options":{"include_usage":true}"#,
     r#""stream_options":{"include_usage":true},"stream":true"#,
@@ -233,19 +234,42 @@ const EARLIER: &[&str] = &[
     r#""logit_bias":{"1":"x"}"#,
 ];
 
+/// Members the pooling routes read before the gate (the pooling unions' removed parameters;
+/// `/pooling`'s handler: `dimensions` and the task, `plugin` for a body with `data` alone):
+/// each is put first in every gate-rejected body sent to those routes.
+const POOLING: &[&str] = &[
+    r#""normalize":null"#,
+    r#""task":"encode""#,
+    r#""dimensions":4"#,
+    r#""dimensions":null"#,
+    r#""task":"classify""#,
+    r#""task":"token_embed""#,
+    r#""task":"plugin""#,
+    r#""task":"embed""#,
+    r#""data":{"x":1}"#,
+];
+
+/// The routes whose request unions refuse removed pooling parameters.
+const POOLING_ROUTES: &[&str] = &["/pooling", "/v1/embeddings", "/classify"];
+
+/// The body with `member` put first (`None` for a body that is not a UTF-8 object).
+fn member_first(body: &[u8], member: &str) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(body).ok()?;
+    let rest = text.trim_start().strip_prefix('{')?;
+    let sep = if rest.trim_start().starts_with('}') {
+        ""
+    } else {
+        ","
+    };
+    Some(format!("{{{member}{sep}{rest}").into_bytes())
+}
+
 /// The body with one member that an earlier check may refuse put first, or with one of the
 /// members that some model requires left out (`None` for a body that is not a UTF-8 object).
 fn earlier_check(rng: &mut Rng, body: &[u8]) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(body).ok()?;
-    let rest = text.trim_start().strip_prefix('{')?;
     if rng.chance(70) {
-        let member = rng.pick(EARLIER);
-        let sep = if rest.trim_start().starts_with('}') {
-            ""
-        } else {
-            ","
-        };
-        return Some(format!("{{{member}{sep}{rest}").into_bytes());
+        return member_first(body, rng.pick(EARLIER));
     }
     let serde_json::Value::Object(mut object) = serde_json::from_str(text).ok()? else {
         return None;
@@ -287,7 +311,8 @@ fn invocation(rng: &mut Rng, c: &Case) -> Case {
 }
 
 /// `per_case` content-type variants, `per_case` path variants and `per_case` earlier-check
-/// body variants of every gate-rejected case of `family`, and one `/invocations` variant.
+/// body variants of every gate-rejected case of `family`, one `/invocations` variant, and
+/// on the pooling routes one variant per [`POOLING`] member.
 pub fn variants(all: &[Case], family: &str, per_case: usize, seed: u64) -> Vec<Case> {
     let mut rng = Rng::new(seed);
     let mut out = Vec::new();
@@ -317,6 +342,17 @@ pub fn variants(all: &[Case], family: &str, per_case: usize, seed: u64) -> Vec<C
                     body,
                     ..c.clone()
                 });
+            }
+        }
+        if POOLING_ROUTES.contains(&c.path.as_str()) {
+            for member in POOLING {
+                if let Some(body) = member_first(&c.body, member) {
+                    out.push(Case {
+                        id: format!("{}~pooling:{member}", c.id),
+                        body,
+                        ..c.clone()
+                    });
+                }
             }
         }
     }

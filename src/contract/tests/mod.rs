@@ -21,6 +21,7 @@ fn with_kwargs(route: RouteKind, base: &str, member: &str, up: &UpstreamFacts) -
 
 mod earlier;
 mod invocations;
+mod pooling;
 mod pydantic;
 
 /// The nesting the upstream's parser takes (measured on real vLLM 0.31 servers): a render
