@@ -83,9 +83,12 @@ VALUES += ['[[{"role":"user","content":"x"}]]', '[[1.5]]', '{"content":[]}', '[{
            '[{"type":"reasoning","summary":[]}]', '[{"author":{"role":"user"}}]']
 # Words the tool, salt and background checks compare.
 VALUES += ['"auto"', '"required"', '"none"', '"a/b"', '"a@b"', '{"type":"function","name":"f"}']
+# Pooling tasks, removed ones included (/pooling's handler and the pooling unions read them).
+VALUES += ['"embed"', '"classify"', '"token_embed"', '"token_classify"', '"plugin"', '"embed&token_classify"',
+           '"encode"', '"score"']
 NAMES = ["mm_processor_kwargs", "media_io_kwargs", "stream_options", "stream", "prompt", "query", "queries", "prompt_embeds", "input", "messages", "logprob_token_ids", "logprobs", "top_logprobs", "prompt_logprobs", "continue_final_message", "add_generation_prompt", "use_beam_search",
          "stop", "stop_token_ids", "bad_words", "allowed_token_ids", "documents", "tools", "include",
-         "tool_choice", "cache_salt", "background", "store"]
+         "tool_choice", "cache_salt", "background", "store", "dimensions", "task", "normalize", "data"]
 WS = [""," ","  ","\n","\t","\r\n"," \n\t"]
 def spell(rng, name):
     out = []
