@@ -50,7 +50,7 @@ SHAPED = {
     ).ChatCompletionToolsParam: "ChatTools",
 }
 ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "Nested", "ChatMessages", "ChatTools", "ChatBatches", "WordList",
-         "TaggedList", "ContentList", "Tagged", "Content", "Dict", "DictOfDicts"]
+         "TaggedList", "ContentList", "Tagged", "Content", "Dict", "DictOf", "DictOfDicts"]
 
 
 def constraint(m):
@@ -393,6 +393,8 @@ def simple(ann, filled=None, field_length=(0, None)):
         values = typing.get_args(a)[1:] if typing.get_origin(a) is dict else ()
         if values and (typing.get_origin(values[0]) or values[0]) is dict:
             ty = "DictOfDicts"  # an object whose every value is an object
+        elif values and checked(values[0], accepts(values[0])) != set(KINDS):
+            ty = f"DictOf({kinds_expr(checked(values[0], accepts(values[0])))})"
         if ty is None and isinstance(a, type) and issubclass(a, pydantic.BaseModel):
             models.append(a)  # from JSON, a model is read from an object only
             continue
@@ -528,7 +530,10 @@ def checks(model):
 
 # Fields with a validator of their own that refuses at least what their type refuses
 # (checked by hand against vLLM 0.31): their plain type stays certain.
-STRICTER = {"thinking_token_budget"}  # validate_thinking_token_budget: ints >= -1 only
+STRICTER = {"thinking_token_budget"}
+# Of those, fields whose validator takes only a Python int as json.loads made it (no bool,
+# float or string), within inclusive bounds (validate_thinking_token_budget: -1 or above).
+JSON_INT = {"thinking_token_budget": (-1, 2**127 - 1)}
 
 
 def validated(model, name, info):
@@ -567,6 +572,9 @@ def fields(path):
             # surrogate cannot be: it refuses what `bytes` refuses.
             tys[tys.index("Str")] = "Bytes"
         if name in SKIP:
+            continue
+        if name in JSON_INT:
+            out[name] = (["JsonInt"], nullable, info.is_required(), filled.get(name, ""), JSON_INT[name])
             continue
         if tys:
             out[name] = (tys, nullable, info.is_required(), filled.get(name, ""), bounds(info, info.annotation))

@@ -157,8 +157,9 @@ pub enum Invalid {
     /// `tool_choice` without a tool parser on the upstream.
     #[error("tool_choice requires --tool-call-parser on the upstream")]
     ToolChoice,
-    /// `previous_response_id` on a server without a response store (404 before the gate).
-    #[error("previous_response_id is not found on a server without a response store")]
+    /// `previous_response_id` where vLLM cannot look it up: on the render endpoint, which
+    /// is stateless (400), or on a server without a response store (404); before the gate.
+    #[error("previous_response_id cannot be looked up (render endpoint, or no response store)")]
     PreviousResponse,
     /// `stream` with `use_beam_search` on a completion (refused before the model check).
     #[error("Streaming is not currently supported with beam search")]
@@ -642,6 +643,10 @@ fn verdict_with(route: RouteKind, f: &Findings, up: &UpstreamFacts, head: Head<'
             | RouteKind::ChatRender
             | RouteKind::ResponsesRender
     );
+    // The render endpoint's own check, after the model's and before any rendering.
+    if route == RouteKind::ResponsesRender && facts.previous_response {
+        return Verdict::Invalid(Invalid::PreviousResponse);
+    }
     if up.harmony && harmony_route {
         return Verdict::Accept;
     }

@@ -18,6 +18,10 @@ use crate::inspect::{
 pub(super) enum Ty {
     Float,
     Int,
+    /// An `int` that a before-validator takes only as `json.loads` made it: a number
+    /// written without fraction or exponent, never a bool or a string
+    /// (`validate_thinking_token_budget`).
+    JsonInt,
     Bool,
     Str,
     /// `bytes`, or a `str` with constraints (`min_length` ...), which pydantic reads as
@@ -61,6 +65,10 @@ pub(super) enum Ty {
     /// One object of [`Ty::ContentList`] (`ScoreMultiModalParam`).
     Content(&'static [Tag]),
     Dict,
+    /// An object whose member values may be of these kinds (`dict[str, V]`, as
+    /// [`Ty::List`]'s elements), read from [`crate::inspect::Member::nested`] (known for
+    /// objects read for no fact, accepted for others).
+    DictOf(KindSet),
     /// An empty object, which a before-validator turns into an empty list with `list()`
     /// (a non-empty one becomes the list of its keys, which the field's list refuses).
     EmptyDict,
@@ -121,7 +129,7 @@ impl Ty {
     fn container(self) -> bool {
         !matches!(
             self,
-            Ty::Float | Ty::Int | Ty::Bool | Ty::Str | Ty::Bytes | Ty::Literal(_)
+            Ty::Float | Ty::Int | Ty::JsonInt | Ty::Bool | Ty::Str | Ty::Bytes | Ty::Literal(_)
         )
     }
 }
@@ -409,6 +417,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
         },
         Kind::Object { empty } => match ty {
             Ty::Dict => false,
+            Ty::DictOf(accepted) => !m.nested.within(accepted),
             Ty::DictOfDicts => m
                 .field
                 .is_some_and(|g| findings.field(g).non_object_member.is_some()),
@@ -430,11 +439,12 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
         Kind::NonFinite => ty != Ty::Float,
         Kind::Number { .. } => match ty {
             Ty::Int => !m.coerce().int,
+            Ty::JsonInt => m.json_int() == Some(false),
             Ty::Bool => m.coerce().bool.is_none(),
             Ty::Float => false,
             _ => true,
         },
-        Kind::Bool(_) => matches!(ty, Ty::Str | Ty::Bytes | Ty::Literal(_)),
+        Kind::Bool(_) => matches!(ty, Ty::Str | Ty::Bytes | Ty::JsonInt | Ty::Literal(_)),
     }
 }
 
@@ -522,6 +532,14 @@ fn certainly_invalid(f: &FieldTy, m: &Member, findings: &Findings) -> bool {
         }
         // NaN and the infinities lie outside any bounds (an `int` refuses them anyway).
         Kind::NonFinite if f.range.is_some() => true,
+        // A bool is read as the number 0 or 1, then bounded.
+        Kind::Bool(b)
+            if matches!(f.tys, [Ty::Int] | [Ty::Float])
+                && f.range
+                    .is_some_and(|(lo, hi)| !(lo..=hi).contains(&i128::from(b))) =>
+        {
+            true
+        }
         // A numeric string is read as the one number type, then bounded.
         Kind::Str { .. }
             if matches!(f.tys, [Ty::Int] | [Ty::Float])

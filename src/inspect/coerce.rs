@@ -150,6 +150,19 @@ impl Scalar {
         Some(lo as f64 <= x && x <= hi as f64)
     }
 
+    /// For a number: whether it is written without fraction or exponent (`json.loads`
+    /// makes it an `int`); `None` for a number too long to have been kept, or another value.
+    pub fn json_int(&self) -> Option<bool> {
+        let Scalar::Short(Kind::Number { .. }, len, ref bytes) = *self else {
+            return None;
+        };
+        Some(
+            !bytes[..usize::from(len)]
+                .iter()
+                .any(|c| matches!(c, b'.' | b'e' | b'E')),
+        )
+    }
+
     /// What pydantic makes of it.
     pub fn coerce(&self) -> Coerce {
         match *self {

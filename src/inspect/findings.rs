@@ -377,7 +377,9 @@ pub struct Member {
     pub(super) keys: Vec<Key>,
     /// The kinds of the values inside the member's containers: its lists' elements (a list
     /// under `messages`, `input` and `prompt`), or its objects' member values (an object or
-    /// a list of them under the score input names, [`CONTENTS`](super::CONTENTS)); `NONE` for any other.
+    /// a list of them under the score input names, [`CONTENTS`](super::CONTENTS)), or an
+    /// object's member values (any other object but the gated fields' and those read for
+    /// facts); `NONE` for any other.
     pub nested: KindSet,
     /// For a `messages` or `input` list: whether vLLM's embeddings models move it from
     /// `input` to `messages`.
@@ -421,6 +423,12 @@ impl Member {
     /// For a number: whether it lies within `lo..=hi` (`None` when that is not known).
     pub fn number_within(&self, lo: i128, hi: i128) -> Option<bool> {
         self.scalar.number_within(lo, hi)
+    }
+
+    /// For a number: whether `json.loads` makes it a Python `int` (written without fraction
+    /// or exponent); `None` for a number too long to have been kept, or another value.
+    pub fn json_int(&self) -> Option<bool> {
+        self.scalar.json_int()
     }
 
     /// For a string pydantic's lax `int` (`float`: `float`) reads: whether its value lies

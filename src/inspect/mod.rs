@@ -302,6 +302,36 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
     })
 }
 
+/// The most distinct keys of an object whose values' kinds [`dict_value`] tells: beyond
+/// them, finding the last of duplicate keys would cost more than the check is worth.
+const DICT_KEYS: usize = 32;
+
+/// Scans a top-level object read for no fact, putting its values' kinds into `nested` as
+/// `json.loads` leaves them (of duplicate keys, the last one's), for a `dict[str, V]`
+/// field; with more than [`DICT_KEYS`] distinct keys, none (nothing is refused for them).
+fn dict_value(sc: &mut Scanner<'_>, nested: &mut KindSet) -> Result<Kind, SyntaxError> {
+    let mut last: Vec<(std::borrow::Cow<'_, [u8]>, KindSet)> = Vec::new();
+    let mut known = true;
+    let empty = sc.members(2, |sc, key| {
+        let start = sc.pos;
+        let kind = sc.value(3)?;
+        if known {
+            let name = key_bytes(sc.text(), key);
+            let kinds = sc.kinds(kind, start);
+            match last.iter().position(|(k, _)| *k == name) {
+                Some(i) => last[i].1 = kinds,
+                None if last.len() < DICT_KEYS => last.push((name, kinds)),
+                None => known = false,
+            }
+        }
+        Ok(())
+    })?;
+    if known {
+        *nested = last.iter().fold(KindSet::NONE, |all, (_, k)| all.or(*k));
+    }
+    Ok(Kind::Object { empty })
+}
+
 /// Scans a non-gated top-level value, recording what the earlier checks read. An object
 /// `tool_choice` is added to `shape.tagged`, for the Responses API's tool-choice types; a
 /// `prompt` list's lists' element kinds go into `shape.nested`.
@@ -396,6 +426,7 @@ fn fact_value(
             facts.chat_template_kwargs_template = template;
             Kind::Object { empty }
         }
+        _ if sc.peek() == Some(b'{') => dict_value(sc, &mut shape.nested)?,
         _ => sc.value(2)?,
     };
     note_read(name, kind, facts);

@@ -232,6 +232,10 @@ const EARLIER: &[&str] = &[
     r#""structured_outputs":{"regex":5}"#,
     r#""structured_outputs":{"grammar":"g","json_object":false}"#,
     r#""logit_bias":{"1":"x"}"#,
+    r#""thinking_token_budget":1.0"#,
+    r#""stream_interval":false"#,
+    r#""metadata":{"a":"b","a":1}"#,
+    r#""previous_response_id":"r""#,
 ];
 
 /// Members the pooling routes read before the gate (the pooling unions' removed parameters;

@@ -500,3 +500,45 @@ fn a_responses_named_tool_choice_names_one_of_the_tools() {
         assert!(matches!(refused, Verdict::Invalid(_)), "{tools} {name}");
     }
 }
+
+/// The render endpoint is stateless: any `previous_response_id` but null is refused after
+/// the model check and before the gate (seen on the real render server); the generating
+/// route refuses it only without a response store.
+#[test]
+fn the_render_endpoint_refuses_a_previous_response() {
+    let up = UpstreamFacts::default();
+    let previous = Verdict::Invalid(Invalid::PreviousResponse);
+    for value in [r#""x""#, r#""""#, r#""\ud800""#] {
+        let member = format!(r#""previous_response_id":{value}"#);
+        let verdict = with_kwargs(RouteKind::ResponsesRender, r#""input":"x""#, &member, &up);
+        assert_eq!(verdict, previous, "{value}");
+    }
+    let null = r#""previous_response_id":null"#;
+    assert_eq!(
+        with_kwargs(RouteKind::ResponsesRender, r#""input":"x""#, null, &up),
+        Verdict::Reject(Field::MmProcessorKwargs)
+    );
+    let stored = UpstreamFacts {
+        responses_store: true,
+        ..Default::default()
+    };
+    let member = r#""previous_response_id":"x""#;
+    assert_eq!(
+        with_kwargs(
+            RouteKind::ResponsesRender,
+            r#""input":"x""#,
+            member,
+            &stored
+        ),
+        previous
+    );
+    let unknown_model = UpstreamFacts {
+        served_models: Some(vec!["tiny".into()]),
+        ..Default::default()
+    };
+    let body = r#"{"model":"nope","input":"x","previous_response_id":"x"}"#;
+    assert!(matches!(
+        v(RouteKind::ResponsesRender, body, &unknown_model),
+        Verdict::Invalid(Invalid::UnknownModel(_))
+    ));
+}

@@ -522,3 +522,92 @@ fn logit_bias_values_are_floats() {
         assert!(matches!(with(refused), Verdict::Invalid(_)), "{refused}");
     }
 }
+
+/// Each case as the real render server answered it.
+#[test]
+fn a_field_validator_may_take_fewer_values_than_its_type() {
+    let up = UpstreamFacts::default();
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    let chat = r#""messages":[{"role":"user","content":"x"}]"#;
+    // `validate_thinking_token_budget`: only an int as `json.loads` made it, -1 or above.
+    for (route, base) in [
+        (RouteKind::ChatRender, chat),
+        (RouteKind::CompletionsRender, r#""prompt":"x""#),
+    ] {
+        let budget = |value: &str| {
+            with_kwargs(
+                route,
+                base,
+                &format!(r#""thinking_token_budget":{value}"#),
+                &up,
+            )
+        };
+        for refused in [
+            "\"1\"", "1.0", "0.0", "-0.0", "1e6", "true", "false", "-2", "NaN",
+        ] {
+            assert!(
+                matches!(budget(refused), Verdict::Invalid(Invalid::FieldType { .. })),
+                "{refused}"
+            );
+        }
+        for taken in ["-1", "0", "20", "1000000", "null"] {
+            assert_eq!(budget(taken), gate, "{taken}");
+        }
+    }
+    // A bool is a bounded int's 0 or 1 (`stream_interval` is at least 1).
+    let interval = |value: &str| {
+        let member = format!(r#""stream_interval":{value}"#);
+        with_kwargs(
+            RouteKind::CompletionsRender,
+            r#""prompt":"x""#,
+            &member,
+            &up,
+        )
+    };
+    assert!(matches!(
+        interval("false"),
+        Verdict::Invalid(Invalid::FieldType { .. })
+    ));
+    assert_eq!(interval("true"), gate);
+}
+
+/// A `dict[str, V]` field refuses an object with a value no `V` takes, the last of
+/// duplicate keys counting (Responses `metadata`: `dict[str, str]`; seen on the real
+/// render server).
+#[test]
+fn dict_values_are_read_as_json_loads_leaves_them() {
+    let up = UpstreamFacts::default();
+    let metadata = |value: &str| {
+        let member = format!(r#""metadata":{value}"#);
+        with_kwargs(RouteKind::ResponsesRender, r#""input":"x""#, &member, &up)
+    };
+    for refused in [
+        r#"{"a":1}"#,
+        r#"{"a":null}"#,
+        r#"{"a":["b"]}"#,
+        r#"{"a":"b","a":1}"#,
+        r#"{"a":1,"b":"b"}"#,
+    ] {
+        assert!(
+            matches!(
+                metadata(refused),
+                Verdict::Invalid(Invalid::FieldType { .. })
+            ),
+            "{refused}"
+        );
+    }
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    for taken in [
+        r#"{"a":"b"}"#,
+        r#"{}"#,
+        r#"{"a":"\ud800"}"#,
+        r#"{"a":1,"a":"b"}"#,
+        r#"{"a":1,"\u0061":"b"}"#,
+    ] {
+        assert_eq!(metadata(taken), gate, "{taken}");
+    }
+    // Past 32 distinct keys the last of duplicates is not looked for: nothing is refused.
+    let many: Vec<String> = (0..40).map(|i| format!(r#""k{i}":"v""#)).collect();
+    let many = format!(r#"{{{},"k0":1}}"#, many.join(","));
+    assert_eq!(metadata(&many), gate);
+}
