@@ -38,16 +38,7 @@ fn invocations_dispatch_to_the_types_the_server_has() {
 /// handler": it reaches vLLM as sent, kwargs and all (vLLM refuses it before any gate).
 #[test]
 fn invocations_without_a_taking_type_have_no_handler() {
-    let pooling = UpstreamFacts {
-        served_routes: Some(vec![
-            RouteKind::Embeddings,
-            RouteKind::Pooling,
-            RouteKind::Score,
-            RouteKind::Rerank,
-            RouteKind::Invocations,
-        ]),
-        ..Default::default()
-    };
+    let pooling = embed_server();
     let texts = r#"{"model":"tiny","texts":["hi"],"mm_processor_kwargs":{"a":1}}"#;
     let verdict = v(RouteKind::Invocations, texts, &pooling);
     assert_eq!(verdict, Verdict::Invalid(Invalid::NoHandler));

@@ -19,6 +19,20 @@ fn with_kwargs(route: RouteKind, base: &str, member: &str, up: &UpstreamFacts) -
     v(route, &body, up)
 }
 
+/// An embedding server as its `/openapi.json` shows it: no `/classify`.
+fn embed_server() -> UpstreamFacts {
+    UpstreamFacts {
+        served_routes: Some(vec![
+            RouteKind::Embeddings,
+            RouteKind::Pooling,
+            RouteKind::Score,
+            RouteKind::Rerank,
+            RouteKind::Invocations,
+        ]),
+        ..Default::default()
+    }
+}
+
 mod earlier;
 mod invocations;
 mod pooling;

@@ -6,20 +6,6 @@ use super::*;
 
 const GATE: Verdict = Verdict::Reject(Field::MmProcessorKwargs);
 
-/// An embedding server as its `/openapi.json` shows it: no `/classify`.
-fn embed_server() -> UpstreamFacts {
-    UpstreamFacts {
-        served_routes: Some(vec![
-            RouteKind::Embeddings,
-            RouteKind::Pooling,
-            RouteKind::Score,
-            RouteKind::Rerank,
-            RouteKind::Invocations,
-        ]),
-        ..Default::default()
-    }
-}
-
 #[test]
 fn removed_pooling_parameters_are_refused_before_anything_else() {
     let up = UpstreamFacts::default();
