@@ -5,7 +5,10 @@ values, in a body that also holds a truthy `mm_processor_kwargs`, replayed to a 
 untrusted vLLM 0.31 server and through an mmgate `reject` gateway in front of a server of
 the same kind (trusted or not).
 
-    python3 tools/vllm_field_grid.py DIRECT_PORT GATEWAY_PORT render|pool|serve
+    python3 tools/vllm_field_grid.py DIRECT_PORT GATEWAY_PORT render|pool|classify|serve
+
+(`pool`: an embedding server, `--runner pooling --convert embed`; `classify`: one with
+`--convert classify`; give the gateway the server's `vllm.pooling_task`.)
 
 A mismatch is a different status or gate-ness, or a different gate body: mmgate answering
 the gate's 400 where a field's type, bounds or validator makes vLLM answer another, or the
@@ -33,6 +36,9 @@ ROUTES = {
              ("/pooling", "POOLING", [("model", '"tiny"'), ("input", '"Hello"')]),
              ("/score", "SCORE", [("model", '"tiny"'), ("queries", '"a"'), ("documents", '"b"')]),
              ("/v1/rerank", "RERANK", [("model", '"tiny"'), ("query", '"a"'), ("documents", '["b"]')])],
+    "classify": [("/classify", "CLASSIFY", [("model", '"tiny"'), ("input", '"Hello"')]),
+                 ("/classify", "CLASSIFY", CHAT),
+                 ("/pooling", "POOLING", [("model", '"tiny"'), ("input", '"Hello"')])],
     "serve": [("/v1/chat/completions", "CHAT", CHAT + [("max_tokens", "1")]),
               ("/v1/completions", "COMPLETION", [("model", '"tiny"'), ("prompt", '"Hello"'), ("max_tokens", "1")]),
               ("/v1/responses", "RESPONSES", [("model", '"tiny"'), ("input", '"Hello"'), ("max_output_tokens", "1")])],
