@@ -182,9 +182,11 @@ pub(super) fn starts_with(sc: &Scanner<'_>, open: u8) -> bool {
 
 /// Scans an object element of a list of chat messages (its members at `depth`): its kind,
 /// and whether some chat message type may accept it (`false` only when none can). OpenAI's
-/// message types need a string `role`, take `name` only as a string and no number or
-/// boolean as `content`; harmony's `Message` needs an `author` ([`harmony_author`]), a list
-/// as `content` if any, and `channel`, `recipient` and `content_type` strings or null. With
+/// message types (and vLLM's custom one) need a string `role`, take `name` only as a string
+/// and no number or boolean as `content`, and a null `content` only from the `assistant`,
+/// or from a `function` with a `name`; harmony's `Message` needs an `author`
+/// ([`harmony_author`]), a list as `content` if any, and `channel`, `recipient` and
+/// `content_type` strings or null. With
 /// `seen`, the object is also read as a tagged item (the Responses API's `input`). `roles`
 /// is cleared unless its (last) `role` is a string.
 fn chat_message(
@@ -194,6 +196,8 @@ fn chat_message(
     roles: &mut bool,
 ) -> Result<(Kind, bool), SyntaxError> {
     let (mut role, mut name, mut content) = (false, true, None);
+    // The role's word, as far as a null `content` cares: the assistant's, the function's.
+    let (mut null_content, mut named) = (NullContent::Refused, false);
     let mut author = false;
     let mut harmony_fields = [true; 3];
     let empty = sc.members(depth, |sc, key| {
@@ -206,15 +210,30 @@ fn chat_message(
             }
             _ => sc.value(depth + 1),
         };
+        let start = sc.pos;
         let kind = match seen.as_deref_mut() {
             Some(seen) => seen.member(sc, &key, read)?,
             None => read(sc)?,
         };
         let text_or_null = matches!(kind, Kind::Str { .. } | Kind::Null);
         match &key[..] {
-            b"role" => role = matches!(kind, Kind::Str { .. }),
+            b"role" => {
+                role = matches!(kind, Kind::Str { .. });
+                let token = sc.text()[start..sc.pos].trim_ascii();
+                null_content = match role {
+                    false => NullContent::Refused,
+                    true => match &super::scan::decoded(&token[1..token.len() - 1])[..] {
+                        b"assistant" => NullContent::Taken,
+                        b"function" => NullContent::Named,
+                        _ => NullContent::Refused,
+                    },
+                };
+            }
             b"author" if !matches!(kind, Kind::Object { .. }) => author = false,
-            b"name" => name = matches!(kind, Kind::Str { .. }),
+            b"name" => {
+                name = matches!(kind, Kind::Str { .. });
+                named = name;
+            }
             b"content" => content = Some(kind),
             b"channel" => harmony_fields[0] = text_or_null,
             b"recipient" => harmony_fields[1] = text_or_null,
@@ -224,16 +243,33 @@ fn chat_message(
         Ok(())
     })?;
     *roles &= role;
+    let null_taken = match null_content {
+        NullContent::Taken => true,
+        NullContent::Named => named,
+        NullContent::Refused => false,
+    };
     let openai = role
         && name
-        && !matches!(
-            content,
-            Some(Kind::Number { .. } | Kind::NonFinite | Kind::Bool(_))
-        );
+        && match content {
+            Some(Kind::Number { .. } | Kind::NonFinite | Kind::Bool(_)) => false,
+            Some(Kind::Null) => null_taken,
+            _ => true,
+        };
     let harmony = author
         && matches!(content, None | Some(Kind::Array { .. }))
         && harmony_fields.iter().all(|&ok| ok);
     Ok((Kind::Object { empty }, openai || harmony))
+}
+
+/// Which chat messages of a role take a null `content`.
+#[derive(Clone, Copy)]
+enum NullContent {
+    /// The assistant's.
+    Taken,
+    /// A function's, which needs a `name`.
+    Named,
+    /// Every other role's (and vLLM's custom message's).
+    Refused,
 }
 
 /// Scans a harmony message's `author` object: its kind, and whether `Author` may take it (a

@@ -236,6 +236,8 @@ const EARLIER: &[&str] = &[
     r#""stream_interval":false"#,
     r#""metadata":{"a":"b","a":1}"#,
     r#""previous_response_id":"r""#,
+    r#""messages":[{"role":"user","content":null}]"#,
+    r#""messages":[{"role":"assistant","content":null}]"#,
 ];
 
 /// Members the pooling routes read before the gate (the pooling unions' removed parameters;

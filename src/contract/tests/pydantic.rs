@@ -611,3 +611,38 @@ fn dict_values_are_read_as_json_loads_leaves_them() {
     let many = format!(r#"{{{},"k0":1}}"#, many.join(","));
     assert_eq!(metadata(&many), gate);
 }
+
+/// A chat message's `content` may be null only for the assistant, or for a `function`
+/// message with a `name` (seen on the real render server, for each role).
+#[test]
+fn only_the_assistant_and_a_named_function_take_null_content() {
+    let up = UpstreamFacts::default();
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    let chat = |message: &str| {
+        let member = format!(r#""messages":[{message}]"#);
+        with_kwargs(RouteKind::ChatRender, r#""n":1"#, &member, &up)
+    };
+    for refused in [
+        r#"{"role":"user","content":null}"#,
+        r#"{"role":"system","content":null,"name":"n"}"#,
+        r#"{"role":"tool","content":null,"tool_call_id":"c"}"#,
+        r#"{"role":"developer","content":null}"#,
+        r#"{"role":"function","content":null}"#,
+        r#"{"role":"x","content":null}"#,
+        r#"{"role":"assistant","role":"user","content":null}"#,
+    ] {
+        assert!(
+            matches!(chat(refused), Verdict::Invalid(Invalid::FieldType { .. })),
+            "{refused}"
+        );
+    }
+    for taken in [
+        r#"{"role":"assistant","content":null}"#,
+        r#"{"role":"\u0061ssistant","content":null}"#,
+        r#"{"role":"function","content":null,"name":"f"}"#,
+        r#"{"role":"user","content":"hi"}"#,
+        r#"{"role":"user"}"#,
+    ] {
+        assert_eq!(chat(taken), gate, "{taken}");
+    }
+}
