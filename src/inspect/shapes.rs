@@ -195,9 +195,10 @@ fn chat_message(
     mut seen: Option<&mut Reader<'_>>,
     roles: &mut bool,
 ) -> Result<(Kind, bool), SyntaxError> {
-    let (mut role, mut name, mut content) = (false, true, None);
-    // The role's word, as far as a null `content` cares: the assistant's, the function's.
-    let (mut null_content, mut named) = (NullContent::Refused, false);
+    // `name`: `None` when absent, else whether it is a string.
+    let (mut role, mut name, mut content) = (false, None, None);
+    // Where the (last) string `role` is, read as a word only if `content` is null.
+    let mut role_token = 0..0;
     let mut author = false;
     let mut harmony_fields = [true; 3];
     let empty = sc.members(depth, |sc, key| {
@@ -219,21 +220,10 @@ fn chat_message(
         match &key[..] {
             b"role" => {
                 role = matches!(kind, Kind::Str { .. });
-                let token = sc.text()[start..sc.pos].trim_ascii();
-                null_content = match role {
-                    false => NullContent::Refused,
-                    true => match &super::scan::decoded(&token[1..token.len() - 1])[..] {
-                        b"assistant" => NullContent::Taken,
-                        b"function" => NullContent::Named,
-                        _ => NullContent::Refused,
-                    },
-                };
+                role_token = start..sc.pos;
             }
             b"author" if !matches!(kind, Kind::Object { .. }) => author = false,
-            b"name" => {
-                name = matches!(kind, Kind::Str { .. });
-                named = name;
-            }
+            b"name" => name = Some(matches!(kind, Kind::Str { .. })),
             b"content" => content = Some(kind),
             b"channel" => harmony_fields[0] = text_or_null,
             b"recipient" => harmony_fields[1] = text_or_null,
@@ -243,33 +233,26 @@ fn chat_message(
         Ok(())
     })?;
     *roles &= role;
-    let null_taken = match null_content {
-        NullContent::Taken => true,
-        NullContent::Named => named,
-        NullContent::Refused => false,
+    // Only the assistant's message, and a function's with a name, take a null `content`.
+    let null_taken = || {
+        let token = sc.text()[role_token.clone()].trim_ascii();
+        match &super::scan::decoded(&token[1..token.len() - 1])[..] {
+            b"assistant" => true,
+            b"function" => name == Some(true),
+            _ => false,
+        }
     };
     let openai = role
-        && name
+        && name != Some(false)
         && match content {
             Some(Kind::Number { .. } | Kind::NonFinite | Kind::Bool(_)) => false,
-            Some(Kind::Null) => null_taken,
+            Some(Kind::Null) => null_taken(),
             _ => true,
         };
     let harmony = author
         && matches!(content, None | Some(Kind::Array { .. }))
         && harmony_fields.iter().all(|&ok| ok);
     Ok((Kind::Object { empty }, openai || harmony))
-}
-
-/// Which chat messages of a role take a null `content`.
-#[derive(Clone, Copy)]
-enum NullContent {
-    /// The assistant's.
-    Taken,
-    /// A function's, which needs a `name`.
-    Named,
-    /// Every other role's (and vLLM's custom message's).
-    Refused,
 }
 
 /// Scans a harmony message's `author` object: its kind, and whether `Author` may take it (a
