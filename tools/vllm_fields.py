@@ -49,7 +49,7 @@ SHAPED = {
         "vllm.entrypoints.openai.chat_completion.protocol"
     ).ChatCompletionToolsParam: "ChatTools",
 }
-ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "Nested", "ChatMessages", "ChatTools", "ChatBatches", "WordList",
+ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "Nested", "ChatMessages", "ChatRequestMessages", "ChatTools", "ChatBatches", "WordList",
          "TaggedList", "ContentList", "Tagged", "Content", "Dict", "DictOf", "DictOfDicts"]
 
 
@@ -573,6 +573,9 @@ def fields(path):
             tys[tys.index("Str")] = "Bytes"
         if name in SKIP:
             continue
+        if tys and "ChatMessages" in tys and "_normalize_messages_before" in model.__pydantic_decorators__.model_validators:
+            # The chat request's before-validator reshapes each message first.
+            tys[tys.index("ChatMessages")] = "ChatRequestMessages"
         if name in JSON_INT:
             out[name] = (["JsonInt"], nullable, info.is_required(), filled.get(name, ""), JSON_INT[name])
             continue

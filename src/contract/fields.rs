@@ -37,7 +37,7 @@ pub(super) const CHAT: &[ModelTy] = &[
             FieldTy { name: "max_completion_tokens", tys: &[Ty::Int], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "max_tokens", tys: &[Ty::Int], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "media_io_kwargs", tys: &[Ty::DictOfDicts], nullable: true, required: false, filled_from: "", range: None },
-            FieldTy { name: "messages", tys: &[Ty::ChatMessages], nullable: false, required: true, filled_from: "", range: None },
+            FieldTy { name: "messages", tys: &[Ty::ChatRequestMessages], nullable: false, required: true, filled_from: "", range: None },
             FieldTy { name: "min_p", tys: &[Ty::Float], nullable: true, required: false, filled_from: "", range: None },
             FieldTy { name: "min_tokens", tys: &[Ty::Int], nullable: false, required: false, filled_from: "", range: None },
             FieldTy { name: "mm_processor_kwargs", tys: &[Ty::Dict], nullable: true, required: false, filled_from: "", range: None },

@@ -39,6 +39,10 @@ pub(super) enum Ty {
     /// `list[ChatCompletionMessageParam]`: a list of objects, each of which some chat message
     /// type may accept ([`crate::inspect::Member::misshapen`] says when none can).
     ChatMessages,
+    /// The chat request's `messages` (`ChatCompletionRequest`): as [`Ty::ChatMessages`],
+    /// each message as its `_normalize_messages_before` leaves it
+    /// ([`crate::inspect::Member::misshapen_chat`]).
+    ChatRequestMessages,
     /// `list[ChatCompletionToolsParam]`: a list of objects, each a chat tool (as
     /// [`Ty::ChatMessages`]).
     ChatTools,
@@ -398,6 +402,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
                 !m.elements.within(accepted) || !(lo..=hi).contains(&m.len)
             }
             Ty::ChatMessages | Ty::ChatTools => objects() || m.misshapen,
+            Ty::ChatRequestMessages => objects() || m.misshapen_chat,
             Ty::WordList(words) => {
                 !m.elements.within(KindSet::STR.or(KindSet::NOT_INT))
                     || m.strings

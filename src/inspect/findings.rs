@@ -371,6 +371,10 @@ pub struct Member {
     /// holds one; `tools`: an element that is no chat tool; a score input
     /// ([`CONTENTS`](super::CONTENTS)): an object without a `content` list of objects.
     pub misshapen: bool,
+    /// For `messages`: an element that no message type takes after the chat request's
+    /// validators (`ChatCompletionRequest`'s), as [`Member::misshapen`] says of other
+    /// requests' validation.
+    pub misshapen_chat: bool,
     /// The objects of the member read as tagged types ([`Member::tagged`]).
     pub(super) objects: Vec<Object>,
     /// Their keys, one object's after another's.

@@ -13,6 +13,7 @@ mod findings;
 mod plain;
 pub mod python;
 pub mod scan;
+mod message;
 mod shapes;
 mod tagged;
 mod unicode;
@@ -167,6 +168,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             elements,
             len,
             misshapen: shape.misshapen,
+            misshapen_chat: shape.misshapen_chat,
             objects: shape.objects,
             keys: shape.keys,
             strings: shape.strings,

@@ -8,6 +8,7 @@
 //! keys compared after unescaping, as in Python's dict.
 
 use super::scan::{Kind, KindSet, Scanner, SyntaxError};
+use super::message::{chat_message, Fits};
 use super::tagged::{Key, Object, Reader, TagValue};
 use super::{coerce, key_bytes};
 
@@ -16,6 +17,8 @@ use super::{coerce, key_bytes};
 pub(super) struct Shape {
     /// See [`super::Member::misshapen`].
     pub misshapen: bool,
+    /// See [`super::Member::misshapen_chat`].
+    pub misshapen_chat: bool,
     /// The objects read as tagged types ([`super::Member::tagged`]), their keys in `keys`.
     pub objects: Vec<Object>,
     /// The keys of all `objects`, one after another.
@@ -117,7 +120,7 @@ pub(super) fn walk(
     let kind = match name {
         b"messages" | b"input" | b"tools" if starts_with(sc, b'{') => {
             let input = name == b"input";
-            let (mut bad, mut roles) = (false, true);
+            let (mut all, mut roles) = (Fits::BOTH, true);
             let empty = sc.elements(2, |sc| {
                 if sc.peek() != Some(b'{') {
                     // Not an object: the list's element kinds judge it.
@@ -125,7 +128,10 @@ pub(super) fn walk(
                     return sc.value(3);
                 }
                 let (kind, fits) = match name {
-                    b"tools" => chat_tool(sc, shape)?,
+                    b"tools" => {
+                        let (kind, fits) = chat_tool(sc, shape)?;
+                        (kind, Fits { plain: fits, chat: fits })
+                    }
                     _ if input => {
                         let mut seen = Reader::new(&mut shape.keys);
                         let read = chat_message(sc, 3, Some(&mut seen), &mut roles)?;
@@ -135,10 +141,11 @@ pub(super) fn walk(
                     }
                     _ => chat_message(sc, 3, None, &mut roles)?,
                 };
-                bad |= !fits;
+                all.plain &= fits.plain;
+                all.chat &= fits.chat;
                 Ok(kind)
             })?;
-            shape.misshapen = bad;
+            (shape.misshapen, shape.misshapen_chat) = (!all.plain, !all.chat);
             if roles && name != b"tools" {
                 shape.chat_form = ChatForm::Messages;
             }
@@ -180,104 +187,6 @@ pub(super) fn starts_with(sc: &Scanner<'_>, open: u8) -> bool {
             == Some(&open)
 }
 
-/// Scans an object element of a list of chat messages (its members at `depth`): its kind,
-/// and whether some chat message type may accept it (`false` only when none can). OpenAI's
-/// message types (and vLLM's custom one) need a string `role`, take `name` only as a string
-/// and no number or boolean as `content`, and a null `content` only from the `assistant`,
-/// or from a `function` with a `name`; harmony's `Message` needs an `author`
-/// ([`harmony_author`]), a list as `content` if any, and `channel`, `recipient` and
-/// `content_type` strings or null. With
-/// `seen`, the object is also read as a tagged item (the Responses API's `input`). `roles`
-/// is cleared unless its (last) `role` is a string.
-fn chat_message(
-    sc: &mut Scanner<'_>,
-    depth: usize,
-    mut seen: Option<&mut Reader<'_>>,
-    roles: &mut bool,
-) -> Result<(Kind, bool), SyntaxError> {
-    // `name`: `None` when absent, else whether it is a string.
-    let (mut role, mut name, mut content) = (false, None, None);
-    // Where the (last) string `role` is, read as a word only if `content` is null.
-    let mut role_token = 0..0;
-    let mut author = false;
-    let mut harmony_fields = [true; 3];
-    let empty = sc.members(depth, |sc, key| {
-        let key = key_bytes(sc.text(), key);
-        let mut read = |sc: &mut Scanner<'_>| match &key[..] {
-            b"author" if sc.peek() == Some(b'{') => {
-                let (kind, ok) = harmony_author(sc, depth + 1)?;
-                author = ok;
-                Ok(kind)
-            }
-            _ => sc.value(depth + 1),
-        };
-        let start = sc.pos;
-        let kind = match seen.as_deref_mut() {
-            Some(seen) => seen.member(sc, &key, read)?,
-            None => read(sc)?,
-        };
-        let text_or_null = matches!(kind, Kind::Str { .. } | Kind::Null);
-        match &key[..] {
-            b"role" => {
-                role = matches!(kind, Kind::Str { .. });
-                role_token = start..sc.pos;
-            }
-            b"author" if !matches!(kind, Kind::Object { .. }) => author = false,
-            b"name" => name = Some(matches!(kind, Kind::Str { .. })),
-            b"content" => content = Some(kind),
-            b"channel" => harmony_fields[0] = text_or_null,
-            b"recipient" => harmony_fields[1] = text_or_null,
-            b"content_type" => harmony_fields[2] = text_or_null,
-            _ => {}
-        }
-        Ok(())
-    })?;
-    *roles &= role;
-    // Only the assistant's message, and a function's with a name, take a null `content`.
-    let null_taken = || {
-        let token = sc.text()[role_token.clone()].trim_ascii();
-        match &super::scan::decoded(&token[1..token.len() - 1])[..] {
-            b"assistant" => true,
-            b"function" => name == Some(true),
-            _ => false,
-        }
-    };
-    let openai = role
-        && name != Some(false)
-        && match content {
-            Some(Kind::Number { .. } | Kind::NonFinite | Kind::Bool(_)) => false,
-            Some(Kind::Null) => null_taken(),
-            _ => true,
-        };
-    let harmony = author
-        && matches!(content, None | Some(Kind::Array { .. }))
-        && harmony_fields.iter().all(|&ok| ok);
-    Ok((Kind::Object { empty }, openai || harmony))
-}
-
-/// Scans a harmony message's `author` object: its kind, and whether `Author` may take it (a
-/// `role` that is one of harmony's roles, and a `name` that is a string or null).
-fn harmony_author(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), SyntaxError> {
-    const ROLES: [&[u8]; 5] = [b"user", b"assistant", b"system", b"developer", b"tool"];
-    let (mut role, mut name) = (false, true);
-    let empty = sc.members(depth, |sc, key| {
-        let key = key_bytes(sc.text(), key);
-        if &key[..] == b"role" && sc.peek() == Some(b'"') {
-            let s = sc.string()?;
-            role = ROLES.contains(&&key_bytes(sc.text(), s)[..]);
-            return Ok(());
-        }
-        let kind = sc.value(depth + 1)?;
-        match &key[..] {
-            b"role" => role = false,
-            b"name" => name = matches!(kind, Kind::Str { .. } | Kind::Null),
-            _ => {}
-        }
-        Ok(())
-    })?;
-    Ok((Kind::Object { empty }, role && name))
-}
-
 /// Scans a list of lists (a batch of conversations, or of token lists): its kind. The kinds
 /// of the lists' elements go into `shape.nested`, and `shape.misshapen` is set when a list
 /// is no conversation: empty, or holding an element that no chat message type may accept
@@ -300,8 +209,11 @@ fn conversations(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<Kind, Syntax
                 (shape.misshapen, roles) = (true, false);
                 return sc.value(4);
             }
+            // The batch request validates its conversations plainly first; its rebuilt chat
+            // requests' validators see them as that validation left them, which is not read
+            // here.
             let (kind, fits) = chat_message(sc, 4, None, &mut roles)?;
-            shape.misshapen |= !fits;
+            shape.misshapen |= !fits.plain;
             Ok(kind)
         })?;
         shape.nested = shape.nested.or(sc.inner());

@@ -562,6 +562,7 @@ fn every_shaped_type_is_read_for_its_names() {
                         matches!(f.name, "messages" | "input" | "prompt")
                     }
                     Ty::ChatMessages => matches!(f.name, "messages" | "input"),
+                    Ty::ChatRequestMessages => f.name == "messages",
                     Ty::ChatTools => f.name == "tools",
                     Ty::TaggedList(_) => matches!(f.name, "tools" | "input"),
                     Ty::Tagged(_) => matches!(f.name, "tool_choice" | "response_format"),

@@ -1,0 +1,263 @@
+//! One chat message, as pydantic judges it against `ChatCompletionMessageParam`: the union of
+//! OpenAI's six message types, vLLM's custom message (any string role) and harmony's
+//! `Message`. A message is taken when one of them takes it.
+//!
+//! The chat request (`ChatCompletionRequest`) first runs `_normalize_messages_before` over
+//! its messages: a `tool_calls` that is neither null nor a list becomes `list(tool_calls)`
+//! (a number or a bool is a `TypeError`, a string its characters, an object its keys), and a
+//! non-null `reasoning_content` becomes `reasoning` when that is absent or null. Its
+//! after-validator then reads the assistant's `tool_calls` to a list, which validates their
+//! elements. So each message gets two verdicts ([`Fits`]): as other requests validate it,
+//! and as the chat request does.
+//!
+//! Only what no coercion can avoid is refused: inside a list, an object is taken as a
+//! content part or a tool call whatever its members (nearly every object is: several part
+//! types have no required key), and OpenAI's content lists (`Iterable`) are validated only
+//! when read, after the gate.
+
+use std::ops::Range;
+
+use super::key_bytes;
+use super::scan::{Kind, KindSet, Scanner, SyntaxError};
+use super::tagged::Reader;
+
+/// Whether some message type takes a message: as most requests validate it, and as the
+/// chat request does after its validators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Fits {
+    /// Plain pydantic validation (`/tokenize`, the pooling requests, the batch request).
+    pub(super) plain: bool,
+    /// The chat request's (`ChatCompletionRequest`).
+    pub(super) chat: bool,
+}
+
+impl Fits {
+    /// Taken both ways.
+    pub(super) const BOTH: Fits = Fits {
+        plain: true,
+        chat: true,
+    };
+}
+
+/// A member's kind and, for a list, its elements' kinds.
+type Value = (Kind, KindSet);
+
+/// The members the message types judge, each the last of duplicate keys.
+#[derive(Default)]
+struct Message {
+    role: Option<Kind>,
+    /// Where the string `role` is, read as a word only when vLLM's custom type refuses.
+    role_token: Range<usize>,
+    content: Option<Value>,
+    name: Option<Kind>,
+    tool_call_id: Option<Kind>,
+    tool_calls: Option<Value>,
+    reasoning: Option<Kind>,
+    reasoning_content: Option<Kind>,
+    tools: Option<Value>,
+    task: Option<Kind>,
+    audio: Option<Kind>,
+    function_call: Option<Kind>,
+    refusal: Option<Kind>,
+    /// Whether the (last) `author` is an object harmony's `Author` takes.
+    author: bool,
+    /// Whether `channel`, `recipient` and `content_type` are strings or null (or absent).
+    harmony_fields: [bool; 3],
+}
+
+fn is_str(k: Option<Kind>) -> bool {
+    matches!(k, Some(Kind::Str { .. }))
+}
+
+fn str_or_absent(k: Option<Kind>) -> bool {
+    matches!(k, None | Some(Kind::Str { .. }))
+}
+
+/// `str | None`, absent or not.
+fn optional_str(k: Option<Kind>) -> bool {
+    matches!(k, None | Some(Kind::Str { .. } | Kind::Null))
+}
+
+/// What pydantic's `Iterable` takes from JSON: a string, a list or an object.
+fn iterable(k: Kind) -> bool {
+    matches!(k, Kind::Str { .. } | Kind::Array { .. } | Kind::Object { .. })
+}
+
+/// A list whose elements are all of `kinds`.
+fn list_of(v: Value, kinds: KindSet) -> bool {
+    matches!(v.0, Kind::Array { .. }) && v.1.within(kinds)
+}
+
+impl Message {
+    /// What the chat request's before-validator makes of `tool_calls` (`None`: a
+    /// `TypeError`): a list of objects stays, an empty string or object becomes an empty list
+    /// and anything else that is iterable a list of strings.
+    fn normalized_tool_calls(&self) -> Option<Option<Value>> {
+        Some(match self.tool_calls {
+            Some((Kind::Str { empty } | Kind::Object { empty }, _)) => {
+                let elements = if empty { KindSet::NONE } else { KindSet::STR };
+                Some((Kind::Array { empty }, elements))
+            }
+            Some((Kind::Number { .. } | Kind::NonFinite | Kind::Bool(_), _)) => return None,
+            other => other,
+        })
+    }
+
+    /// The `reasoning` the custom type sees.
+    fn reasoning(&self, chat: bool) -> Option<Kind> {
+        match (self.reasoning, self.reasoning_content) {
+            (None | Some(Kind::Null), Some(moved)) if chat && moved != Kind::Null => Some(moved),
+            (reasoning, _) => reasoning,
+        }
+    }
+
+    /// vLLM's `CustomChatCompletionMessageParam` (`total=False`, any string role).
+    fn custom(&self, tool_calls: Option<Value>, chat: bool) -> bool {
+        let objects = |v: Option<Value>| match v {
+            None | Some((Kind::Null, _)) => true,
+            Some(v) => list_of(v, KindSet::OBJECT),
+        };
+        is_str(self.role)
+            && self.content.is_none_or(|c| {
+                let parts = KindSet::STR.or(KindSet::NOT_INT).or(KindSet::OBJECT);
+                matches!(c.0, Kind::Str { .. }) || list_of(c, parts)
+            })
+            && str_or_absent(self.name)
+            && optional_str(self.tool_call_id)
+            && objects(tool_calls)
+            && optional_str(self.reasoning(chat))
+            && objects(self.tools)
+            && optional_str(self.task)
+    }
+
+    /// OpenAI's message type for the role's word, if any takes it.
+    fn openai(&self, text: &[u8], tool_calls: Option<Value>, chat: bool) -> bool {
+        if !is_str(self.role) {
+            return false;
+        }
+        let token = text[self.role_token.clone()].trim_ascii();
+        let content = self.content.map(|c| c.0);
+        let required = content.is_some_and(iterable);
+        match &super::scan::decoded(&token[1..token.len() - 1])[..] {
+            b"user" | b"system" | b"developer" => required && str_or_absent(self.name),
+            b"tool" => required && is_str(self.tool_call_id),
+            b"function" => matches!(content, Some(Kind::Str { .. } | Kind::Null)) && is_str(self.name),
+            b"assistant" => {
+                let object_or_null = |k| matches!(k, None | Some(Kind::Null | Kind::Object { .. }));
+                // An `Iterable` is read when validated only in the chat request, whose
+                // after-validator makes it a list.
+                let calls = match tool_calls {
+                    None => true,
+                    Some(v) if chat => list_of(v, KindSet::OBJECT),
+                    Some(v) => iterable(v.0),
+                };
+                content.is_none_or(|c| c == Kind::Null || iterable(c))
+                    && str_or_absent(self.name)
+                    && optional_str(self.refusal)
+                    && object_or_null(self.audio)
+                    && object_or_null(self.function_call)
+                    && calls
+            }
+            _ => false,
+        }
+    }
+
+    /// Harmony's `Message`: an `Author`, a list of objects as `content` if any, and strings
+    /// or null as `channel`, `recipient` and `content_type`.
+    fn harmony(&self) -> bool {
+        self.author
+            && self.content.is_none_or(|c| list_of(c, KindSet::OBJECT))
+            && self.harmony_fields.iter().all(|&ok| ok)
+    }
+
+    fn fits(&self, text: &[u8]) -> Fits {
+        let harmony = self.harmony();
+        let plain = harmony
+            || self.custom(self.tool_calls, false)
+            || self.openai(text, self.tool_calls, false);
+        let chat = match self.normalized_tool_calls() {
+            None => false,
+            Some(calls) => harmony || self.custom(calls, true) || self.openai(text, calls, true),
+        };
+        Fits { plain, chat }
+    }
+}
+
+/// Scans an object element of a list of chat messages (its members at `depth`): its kind,
+/// and whether some message type takes it ([`Fits`]). With `seen`, the object is also read
+/// as a tagged item (the Responses API's `input`). `roles` is cleared unless its (last)
+/// `role` is a string.
+pub(super) fn chat_message(
+    sc: &mut Scanner<'_>,
+    depth: usize,
+    mut seen: Option<&mut Reader<'_>>,
+    roles: &mut bool,
+) -> Result<(Kind, Fits), SyntaxError> {
+    let mut m = Message {
+        harmony_fields: [true; 3],
+        ..Message::default()
+    };
+    let empty = sc.members(depth, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        let mut read = |sc: &mut Scanner<'_>| match &key[..] {
+            b"author" if sc.peek() == Some(b'{') => {
+                let (kind, ok) = harmony_author(sc, depth + 1)?;
+                m.author = ok;
+                Ok(kind)
+            }
+            _ => sc.value(depth + 1),
+        };
+        let start = sc.pos;
+        let kind = match seen.as_deref_mut() {
+            Some(seen) => seen.member(sc, &key, read)?,
+            None => read(sc)?,
+        };
+        let value = (kind, sc.inner());
+        let text_or_null = matches!(kind, Kind::Str { .. } | Kind::Null);
+        match &key[..] {
+            b"role" => (m.role, m.role_token) = (Some(kind), start..sc.pos),
+            b"author" if !matches!(kind, Kind::Object { .. }) => m.author = false,
+            b"content" => m.content = Some(value),
+            b"name" => m.name = Some(kind),
+            b"tool_call_id" => m.tool_call_id = Some(kind),
+            b"tool_calls" => m.tool_calls = Some(value),
+            b"reasoning" => m.reasoning = Some(kind),
+            b"reasoning_content" => m.reasoning_content = Some(kind),
+            b"tools" => m.tools = Some(value),
+            b"task" => m.task = Some(kind),
+            b"audio" => m.audio = Some(kind),
+            b"function_call" => m.function_call = Some(kind),
+            b"refusal" => m.refusal = Some(kind),
+            b"channel" => m.harmony_fields[0] = text_or_null,
+            b"recipient" => m.harmony_fields[1] = text_or_null,
+            b"content_type" => m.harmony_fields[2] = text_or_null,
+            _ => {}
+        }
+        Ok(())
+    })?;
+    *roles &= is_str(m.role);
+    Ok((Kind::Object { empty }, m.fits(sc.text())))
+}
+
+/// Scans a harmony message's `author` object: its kind, and whether `Author` may take it (a
+/// `role` that is one of harmony's roles, and a `name` that is a string or null).
+fn harmony_author(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), SyntaxError> {
+    const ROLES: [&[u8]; 5] = [b"user", b"assistant", b"system", b"developer", b"tool"];
+    let (mut role, mut name) = (false, true);
+    let empty = sc.members(depth, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        if &key[..] == b"role" && sc.peek() == Some(b'"') {
+            let s = sc.string()?;
+            role = ROLES.contains(&&key_bytes(sc.text(), s)[..]);
+            return Ok(());
+        }
+        let kind = sc.value(depth + 1)?;
+        match &key[..] {
+            b"role" => role = false,
+            b"name" => name = matches!(kind, Kind::Str { .. } | Kind::Null),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok((Kind::Object { empty }, role && name))
+}
