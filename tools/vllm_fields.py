@@ -214,7 +214,7 @@ def checked(x, kinds):
     return kinds
 
 
-def tags(x, filled=None):
+def tags(x, filled=None, nested=False):
     """For a union of models and TypedDicts told apart by their `type` (`Literal` strings),
     with no before-validators: each type's words, whether it takes an object without a
     `type` or with a null one, and its other fields that are required (less those in
@@ -226,7 +226,7 @@ def tags(x, filled=None):
         x = typing.get_args(x)[0]
     if typing.get_origin(x) not in (typing.Union, types.UnionType):
         return None
-    return model_tags(flatten(typing.get_args(x)), filled or {})
+    return model_tags(flatten(typing.get_args(x)), filled or {}, nested)
 
 
 def flatten(members):
@@ -257,8 +257,33 @@ def td_fields(td):
     return out
 
 
-def model_tags(models, filled=None):
-    """`tags` of the union of these models and TypedDicts."""
+# Keys a before-validator adds to a list element of a tagged object, by the element's
+# `type` word (`_default_input_image_details`: an input image's `detail`).
+PART_FILLED = {"input_image": {"detail"}}
+
+
+def element_tags(a):
+    """For a field of type `list[X]` (or an optional one; not `Iterable`, which pydantic
+    validates only when read), X a union of tagged types: their `tags`, else None."""
+    args = typing.get_args(a) if typing.get_origin(a) in (typing.Union, types.UnionType) else (a,)
+    non = [x for x in args if x is not type(None) and x is not str]
+    if len(non) != 1:
+        return None
+    lst = non[0]
+    if typing.get_origin(lst) is typing.Annotated and transparent(lst):
+        lst = typing.get_args(lst)[0]
+    if typing.get_origin(lst) is not list or len(typing.get_args(lst)) != 1:
+        return None
+    element = typing.get_args(lst)[0]
+    if typing.get_origin(element) is not typing.Annotated and typing.get_origin(element) not in (typing.Union, types.UnionType):
+        element = typing.Union[element, element]
+    found = tags(element, PART_FILLED, nested=True)
+    return found or None
+
+
+def model_tags(models, filled=None, nested=False):
+    """`tags` of the union of these models and TypedDicts; unless `nested`, with the tags of
+    their fields' lists of tagged objects (`parts`)."""
     out = []
     for m in models:
         if typing_extensions.is_typeddict(m):
@@ -289,6 +314,7 @@ def model_tags(models, filled=None):
         words = typing.get_args(words[0])
         if not all(isinstance(w, str) for w in words):
             return None
+        typed_fields = typed
         gone = set().union(*((filled or {}).get(w, set()) for w in words))
         # Each field the kinds of its value decide, or that is required (unless filled in),
         # with the words a string must be when it is a `Literal` of strings.
@@ -298,7 +324,10 @@ def model_tags(models, filled=None):
             for kinds in [checked(a, accepts(a))]
             if (r and n not in gone) or kinds != set(KINDS)
         )
-        tag = (words, not tag_required, null, typed)
+        listed = () if nested else tuple(
+            (n, p) for n, a, _ in typed_fields for p in [element_tags(a)] if p
+        )
+        tag = (words, not tag_required, null, typed, listed)
         if tag not in out:
             out.append(tag)
     return out
@@ -341,15 +370,21 @@ def content_tags(x):
 
 
 def tags_expr(variant, tags):
+    return variant + "(" + tag_list(tags) + ")"
+
+
+def tag_list(tags):
     strs = lambda xs: "&[" + ", ".join(f'"{x}"' for x in xs) + "]"
-    return variant + "(&[" + ", ".join(
+    return "&[" + ", ".join(
         f"Tag {{ words: {strs(w)}, omitted: {str(o).lower()}, null: {str(n).lower()}, fields: &["
         + ", ".join(
             f'("{name}", {kinds}, {str(req).lower()}, {strs(words)}, {sc})'
             for name, kinds, req, words, sc in r
-        ) + "] }"
-        for w, o, n, r in tags
-    ) + "])"
+        ) + "], parts: &["
+        + ", ".join(f'("{name}", {tag_list(p)})' for name, p in listed)
+        + "] }"
+        for w, o, n, r, listed in tags
+    ) + "]"
 
 
 def kinds_expr(kinds):

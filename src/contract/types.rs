@@ -87,13 +87,15 @@ pub(super) enum Ty {
 /// without a `type` (`NotRequired`) or with a null one (`Optional`), and its other fields
 /// that are required or of decided kinds: each with the kinds it may have (as
 /// [`Ty::List`]'s elements), whether it is required, and for a `Literal` of strings its
-/// words.
+/// words; and its fields that are lists of tagged types (`list[...]`, which pydantic
+/// validates element by element), with those types (whose own lists are not judged).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Tag {
     pub(super) words: &'static [&'static str],
     pub(super) omitted: bool,
     pub(super) null: bool,
     pub(super) fields: &'static [TagField],
+    pub(super) parts: &'static [(&'static str, &'static [Tag])],
 }
 
 /// A field of a [`Tag`]: name, kinds, required, `Literal` words (empty: any string), and
@@ -149,7 +151,8 @@ impl Tag {
     /// words (or absent or null, where the type allows), it has every required field, and
     /// each field it has is of a kind the field may have, for a `Literal` a short string one
     /// of its words, and for a `bool`, `int` or `float` a string or number that type takes
-    /// (what is inside containers is not judged).
+    /// (what is inside containers is not judged), and each object in a list of tagged types
+    /// where the object's lists were read ([`crate::inspect::Parts`]) is one of them.
     fn may_take(&self, t: Tagged<'_>, tag: TagValue) -> bool {
         let typed = match tag {
             TagValue::Absent => self.omitted,
@@ -174,6 +177,13 @@ impl Tag {
                         None => !required,
                     },
                 )
+            && self.parts.iter().all(|&(name, tags)| {
+                let list = t.get(name.as_bytes()).and_then(|k| k.list.as_ref());
+                list.is_none_or(|list| {
+                    list.elements.within(KindSet::OBJECT)
+                        && t.objects(list).all(|o| !Tag::none_takes(tags, o))
+                })
+            })
     }
 }
 

@@ -7,7 +7,7 @@ use super::coerce;
 use super::decode::{self, Encoding};
 use super::scan::{Kind, KindSet, SyntaxError};
 use super::shapes::{self, ChatForm};
-use super::tagged::{Key, Object, Tagged};
+use super::tagged::{Key, Object, Parts, Tagged};
 use super::values::KwargValue;
 
 /// Python's default recursion limit (1000) less the frames vLLM's request path already uses:
@@ -379,6 +379,8 @@ pub struct Member {
     pub(super) objects: Vec<Object>,
     /// Their keys, one object's after another's.
     pub(super) keys: Vec<Key>,
+    /// The objects in their lists, where those were read (the Responses API's input items').
+    pub(super) parts: Option<Box<Parts>>,
     /// The kinds of the values inside the member's containers: its lists' elements (a list
     /// under `messages`, `input` and `prompt`), or its objects' member values (an object or
     /// a list of them under the score input names, [`CONTENTS`](super::CONTENTS)), or an
@@ -404,7 +406,8 @@ impl Member {
     /// tools and input items), an object `tool_choice` or `response_format`, and the
     /// content parts of a score input.
     pub fn tagged(&self) -> impl Iterator<Item = Tagged<'_>> {
-        self.objects.iter().map(|o| o.view(&self.keys))
+        let parts = self.parts.as_deref().unwrap_or(Parts::none());
+        self.objects.iter().map(move |o| o.view(&self.keys, parts))
     }
 
     /// What pydantic's lax mode makes of the value as `bool`, `int` and `float` (nothing

@@ -80,7 +80,10 @@ fn optional_str(k: Option<Kind>) -> bool {
 
 /// What pydantic's `Iterable` takes from JSON: a string, a list or an object.
 fn iterable(k: Kind) -> bool {
-    matches!(k, Kind::Str { .. } | Kind::Array { .. } | Kind::Object { .. })
+    matches!(
+        k,
+        Kind::Str { .. } | Kind::Array { .. } | Kind::Object { .. }
+    )
 }
 
 /// A list whose elements are all of `kinds`.
@@ -141,7 +144,9 @@ impl Message {
         match &super::scan::decoded(&token[1..token.len() - 1])[..] {
             b"user" | b"system" | b"developer" => required && str_or_absent(self.name),
             b"tool" => required && is_str(self.tool_call_id),
-            b"function" => matches!(content, Some(Kind::Str { .. } | Kind::Null)) && is_str(self.name),
+            b"function" => {
+                matches!(content, Some(Kind::Str { .. } | Kind::Null)) && is_str(self.name)
+            }
             b"assistant" => {
                 let object_or_null = |k| matches!(k, None | Some(Kind::Null | Kind::Object { .. }));
                 // An `Iterable` is read when validated only in the chat request, whose
@@ -209,7 +214,7 @@ pub(super) fn chat_message(
         };
         let start = sc.pos;
         let kind = match seen.as_deref_mut() {
-            Some(seen) => seen.member(sc, &key, read)?,
+            Some(seen) => seen.member_listed(sc, &key, depth + 1, read)?,
             None => read(sc)?,
         };
         let value = (kind, sc.inner());

@@ -10,10 +10,10 @@
 pub mod coerce;
 pub mod decode;
 mod findings;
+mod message;
 mod plain;
 pub mod python;
 pub mod scan;
-mod message;
 mod shapes;
 mod tagged;
 mod unicode;
@@ -27,7 +27,7 @@ pub use findings::{
 pub use scan::{Kind, KindSet};
 use scan::{Scanner, StrSpan, SyntaxError};
 pub use shapes::{ChatForm, CONTENTS};
-pub use tagged::{Key, Name, Object, TagValue, Tagged};
+pub use tagged::{Key, List, Name, Object, Parts, TagValue, Tagged};
 pub use values::KwargValue;
 
 /// Inspects a body: decodes, validates and extracts the findings.
@@ -171,6 +171,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             misshapen_chat: shape.misshapen_chat,
             objects: shape.objects,
             keys: shape.keys,
+            parts: (!shape.parts.is_empty()).then(|| Box::new(shape.parts)),
             strings: shape.strings,
             tool_names: shape.tool_names.any().then(|| Box::new(shape.tool_names)),
             nested: shape.nested,
@@ -357,7 +358,7 @@ fn fact_value(
                 function_name,
                 name,
             } = shapes::tool_choice(sc, shape)?;
-            facts.named_tool_choice = object.view(&shape.keys).is(b"function");
+            facts.named_tool_choice = object.view(&shape.keys, Parts::none()).is(b"function");
             facts.tool_choice_name = function_name;
             facts.tool_choice_own_name = name;
             facts.tool_choice = StrField::Other(kind);
@@ -386,7 +387,7 @@ fn fact_value(
         b"response_format" if sc.peek() == Some(b'{') => {
             // Also read as the tagged union of response formats it is.
             let (kind, object, schema_refused) = shapes::response_format(sc, shape)?;
-            let format = object.view(&shape.keys);
+            let format = object.view(&shape.keys, Parts::none());
             let schema = format
                 .get(b"json_schema")
                 .is_some_and(|k| k.kind != Kind::Null);

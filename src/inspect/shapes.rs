@@ -7,9 +7,9 @@
 //! may still be refused by vLLM, never the other way round. The last duplicate key counts,
 //! keys compared after unescaping, as in Python's dict.
 
-use super::scan::{Kind, KindSet, Scanner, SyntaxError};
 use super::message::{chat_message, Fits};
-use super::tagged::{Key, Object, Reader, TagValue};
+use super::scan::{Kind, KindSet, Scanner, SyntaxError};
+use super::tagged::{Key, Object, Parts, Reader, TagValue};
 use super::{coerce, key_bytes};
 
 /// What the walk of a shaped member found.
@@ -23,6 +23,8 @@ pub(super) struct Shape {
     pub objects: Vec<Object>,
     /// The keys of all `objects`, one after another.
     pub keys: Vec<Key>,
+    /// The objects in their lists, where those are read.
+    pub parts: Parts,
     /// See [`super::Member::strings`].
     pub strings: Vec<Vec<u8>>,
     /// See [`super::Member::nested`].
@@ -130,10 +132,16 @@ pub(super) fn walk(
                 let (kind, fits) = match name {
                     b"tools" => {
                         let (kind, fits) = chat_tool(sc, shape)?;
-                        (kind, Fits { plain: fits, chat: fits })
+                        (
+                            kind,
+                            Fits {
+                                plain: fits,
+                                chat: fits,
+                            },
+                        )
                     }
                     _ if input => {
-                        let mut seen = Reader::new(&mut shape.keys);
+                        let mut seen = Reader::with_parts(&mut shape.keys, &mut shape.parts);
                         let read = chat_message(sc, 3, Some(&mut seen), &mut roles)?;
                         let object = seen.finish();
                         shape.objects.push(object);
@@ -340,7 +348,7 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
     })?;
     // `type` defaults to "function", the only word it takes.
     let object = seen.finish();
-    let tag = object.view(&shape.keys).tag();
+    let tag = object.view(&shape.keys, Parts::none()).tag();
     let typed = match tag {
         TagValue::Absent => true,
         TagValue::Word(w) => w.is(b"function"),

@@ -16,12 +16,49 @@ pub struct Object {
 }
 
 impl Object {
-    /// The object as a union of tagged types reads it, its keys in `keys`.
-    pub fn view<'a>(&'a self, keys: &'a [Key]) -> Tagged<'a> {
+    /// The object as a union of tagged types reads it, its keys in `keys`, the objects in
+    /// its lists in `parts`.
+    pub fn view<'a>(&'a self, keys: &'a [Key], parts: &'a Parts) -> Tagged<'a> {
         Tagged {
             keys: &keys[self.keys.clone()],
+            parts,
         }
     }
+}
+
+/// The objects in the lists of a member's tagged objects, read as tagged objects too (one
+/// level down), and their keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Parts {
+    objects: Vec<Object>,
+    keys: Vec<Key>,
+}
+
+/// See [`Parts::none`].
+static NO_PARTS: Parts = Parts {
+    objects: Vec::new(),
+    keys: Vec::new(),
+};
+
+impl Parts {
+    /// None.
+    pub fn none() -> &'static Parts {
+        &NO_PARTS
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+}
+
+/// A list member of a tagged object whose elements were read ([`Parts`]): the kinds of its
+/// elements, and where its objects are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct List {
+    /// The kinds of its elements.
+    pub elements: KindSet,
+    objects: Range<u32>,
 }
 
 /// An object as a union of types told apart by their `type` reads it.
@@ -29,6 +66,7 @@ impl Object {
 pub struct Tagged<'a> {
     /// Its members in order (duplicates included).
     pub keys: &'a [Key],
+    parts: &'a Parts,
 }
 
 /// A short name (a key or a `type` word), decoded, kept inline: the names that the tagged
@@ -90,6 +128,8 @@ pub struct Key {
     pub text: Option<Name>,
     /// What pydantic's lax `bool`, `int` and `float` make of a string or number value.
     pub coerce: coerce::Coerce,
+    /// For a list whose elements were read: them.
+    pub list: Option<List>,
 }
 
 /// An object's `type` member, as a union of tagged types reads it.
@@ -128,8 +168,14 @@ impl Tagged<'_> {
     }
 
     /// The last member of this key, if it has one.
-    pub fn get(&self, key: &[u8]) -> Option<&Key> {
+    pub fn get(&self, key: &[u8]) -> Option<&'_ Key> {
         self.keys.iter().rev().find(|k| k.name.is(key))
+    }
+
+    /// The objects of a list member whose elements were read.
+    pub fn objects(&self, list: &List) -> impl Iterator<Item = Tagged<'_>> {
+        let objects = &self.parts.objects[list.objects.start as usize..list.objects.end as usize];
+        objects.iter().map(|o| o.view(&self.parts.keys, self.parts))
     }
 }
 
@@ -137,12 +183,66 @@ impl Tagged<'_> {
 pub(super) struct Reader<'k> {
     start: usize,
     keys: &'k mut Vec<Key>,
+    /// Where the objects in its lists go, if they are read.
+    parts: Option<&'k mut Parts>,
 }
 
 impl<'k> Reader<'k> {
     pub(super) fn new(keys: &'k mut Vec<Key>) -> Self {
         let start = keys.len();
-        Reader { start, keys }
+        Reader {
+            start,
+            keys,
+            parts: None,
+        }
+    }
+
+    /// A reader that also reads the objects in the object's lists, into `parts`.
+    pub(super) fn with_parts(keys: &'k mut Vec<Key>, parts: &'k mut Parts) -> Self {
+        Reader {
+            parts: Some(parts),
+            ..Reader::new(keys)
+        }
+    }
+
+    /// As [`Reader::member`]; a list value (at `depth`) is scanned here, its objects read
+    /// into the reader's [`Parts`], when it has them.
+    pub(super) fn member_listed(
+        &mut self,
+        sc: &mut Scanner<'_>,
+        key: &[u8],
+        depth: usize,
+        read: impl FnOnce(&mut Scanner<'_>) -> Result<Kind, SyntaxError>,
+    ) -> Result<Kind, SyntaxError> {
+        let parts = match self.parts.take() {
+            Some(parts) if sc.peek() == Some(b'[') => parts,
+            other => {
+                self.parts = other;
+                return self.member(sc, key, read);
+            }
+        };
+        let first = parts.objects.len();
+        let mut list = None;
+        let kind = self.member(sc, key, |sc| {
+            let empty = sc.elements(depth, |sc| {
+                if sc.peek() != Some(b'{') {
+                    return sc.value(depth + 1);
+                }
+                let (kind, object) = Reader::new(&mut parts.keys).object(sc, depth + 1)?;
+                parts.objects.push(object);
+                Ok(kind)
+            })?;
+            list = Some(List {
+                elements: sc.inner(),
+                objects: first as u32..parts.objects.len() as u32,
+            });
+            Ok(Kind::Array { empty })
+        })?;
+        self.parts = Some(parts);
+        if let Some(key) = self.keys.last_mut() {
+            key.list = list;
+        }
+        Ok(kind)
     }
 
     /// Reads a member's value at the cursor with `read` and notes its key, kinds and short
@@ -170,6 +270,7 @@ impl<'k> Reader<'k> {
             kinds: sc.kinds(kind, start),
             text,
             coerce: coerce::of(kind, token),
+            list: None,
         });
         Ok(kind)
     }

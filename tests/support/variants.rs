@@ -255,6 +255,38 @@ const POOLING: &[&str] = &[
     r#""data":{"x":1}"#,
 ];
 
+/// Chat messages that one message type or another takes or refuses by their typed keys, or
+/// only as the chat request's validators reshape them: one of them at a time replaces the
+/// `messages` of gate-rejected bodies that have some (put last, so that it counts).
+const MESSAGES: &[&str] = &[
+    r#""messages":[{"role":"other","tool_call_id":1}]"#,
+    r#""messages":[{"role":"tool","content":"x","tool_call_id":1}]"#,
+    r#""messages":[{"role":"user","tools":[1]}]"#,
+    r#""messages":[{"role":"x","task":1}]"#,
+    r#""messages":[{"role":"other","content":[1]}]"#,
+    r#""messages":[{"role":"user","content":"x","tools":1}]"#,
+    r#""messages":[{"role":"tool","content":{},"tool_call_id":"c"}]"#,
+    r#""messages":[{"role":"user","content":"x","tool_calls":1}]"#,
+    r#""messages":[{"role":"other","tool_calls":{}}]"#,
+    r#""messages":[{"role":"other","reasoning_content":1}]"#,
+    r#""messages":[{"role":"assistant","tool_calls":[1]}]"#,
+    r#""messages":[{"role":"assistant","tool_calls":"ab"}]"#,
+    r#""messages":[{"author":{"role":"user"},"content":[1]}]"#,
+    r#""messages":[{"author":{"role":"user"},"content":[{}]}]"#,
+];
+
+/// Responses input items whose lists of parts pydantic validates element by element: each
+/// replaces the `input` of gate-rejected Responses bodies.
+const INPUT_ITEMS: &[&str] = &[
+    r#""input":[{"role":"user","content":[{"type":"text","text":"x"}]}]"#,
+    r#""input":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u"}}]}]"#,
+    r#""input":[{"role":"user","content":[{"type":"input_text"}]}]"#,
+    r#""input":[{"role":"user","content":[{"type":"input_image"}]}]"#,
+    r#""input":[{"role":"user","content":["x"]}]"#,
+    r#""input":[{"type":"function_call_output","call_id":"c","output":[{"type":"text"}]}]"#,
+    r#""input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}]"#,
+];
+
 /// The routes whose request unions refuse removed pooling parameters.
 const POOLING_ROUTES: &[&str] = &["/pooling", "/v1/embeddings", "/classify"];
 
@@ -268,6 +300,18 @@ fn member_first(body: &[u8], member: &str) -> Option<Vec<u8>> {
         ","
     };
     Some(format!("{{{member}{sep}{rest}").into_bytes())
+}
+
+/// The body with `member` put last (`None` for a body that is not a UTF-8 object).
+fn member_last(body: &[u8], member: &str) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(body).ok()?;
+    let rest = text.trim_end().strip_suffix('}')?;
+    let sep = if rest.trim_end().ends_with('{') {
+        ""
+    } else {
+        ","
+    };
+    Some(format!("{rest}{sep}{member}}}").into_bytes())
 }
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
@@ -318,6 +362,7 @@ fn invocation(rng: &mut Rng, c: &Case) -> Case {
 
 /// `per_case` content-type variants, `per_case` path variants and `per_case` earlier-check
 /// body variants of every gate-rejected case of `family`, one `/invocations` variant, and
+/// two with their messages or Responses input replaced ([`MESSAGES`], [`INPUT_ITEMS`]), and
 /// on the pooling routes one variant per [`POOLING`] member.
 pub fn variants(all: &[Case], family: &str, per_case: usize, seed: u64) -> Vec<Case> {
     let mut rng = Rng::new(seed);
@@ -345,6 +390,23 @@ pub fn variants(all: &[Case], family: &str, per_case: usize, seed: u64) -> Vec<C
             if let Some(body) = earlier_check(&mut rng, &c.body) {
                 out.push(Case {
                     id: format!("{}~body{i}:{}", c.id, String::from_utf8_lossy(&body)),
+                    body,
+                    ..c.clone()
+                });
+            }
+        }
+        let replaced = if c.path.contains("/responses") {
+            Some(INPUT_ITEMS)
+        } else if std::str::from_utf8(&c.body).is_ok_and(|b| b.contains(r#""messages":[{"#)) {
+            Some(MESSAGES)
+        } else {
+            None
+        };
+        for members in replaced.into_iter().flat_map(|m| [m, m]) {
+            let member = rng.pick(members);
+            if let Some(body) = member_last(&c.body, member) {
+                out.push(Case {
+                    id: format!("{}~shape:{member}", c.id),
                     body,
                     ..c.clone()
                 });

@@ -1,0 +1,107 @@
+//! Chat messages and the Responses API's input items as pydantic's unions take them: each
+//! case as the real render server answered it (the gate's 400, or a validation 400 first).
+
+use super::*;
+
+/// `route`'s verdict on one message (or input item) in `field`, beside a truthy
+/// `mm_processor_kwargs`.
+fn one(route: RouteKind, field: &str, message: &str) -> Verdict {
+    let member = format!(r#""{field}":[{message}]"#);
+    with_kwargs(route, r#""n":1"#, &member, &UpstreamFacts::default())
+}
+
+fn refused(v: &Verdict) -> bool {
+    matches!(v, Verdict::Invalid(Invalid::FieldType { .. }))
+}
+
+const GATE: Verdict = Verdict::Reject(Field::MmProcessorKwargs);
+
+/// vLLM's custom message (any string role) types its keys; OpenAI's types take only their
+/// own roles and require `content` (and the tool's `tool_call_id`).
+#[test]
+fn the_custom_messages_typed_keys_and_openais_required_ones() {
+    for route in [RouteKind::ChatRender, RouteKind::Tokenize] {
+        for message in [
+            r#"{"role":"other","tool_call_id":1}"#,
+            r#"{"role":"tool","content":"x","tool_call_id":1}"#,
+            r#"{"role":"user","tools":[1]}"#,
+            r#"{"role":"x","task":1}"#,
+            r#"{"role":"x","reasoning":1}"#,
+            r#"{"role":"other","content":[1]}"#,
+            r#"{"role":"other","content":{}}"#,
+            r#"{"author":{"role":"user"},"content":[1]}"#,
+        ] {
+            assert!(
+                refused(&one(route, "messages", message)),
+                "{route:?} {message}"
+            );
+        }
+        for message in [
+            r#"{"role":"user","content":"x","tools":1}"#,
+            r#"{"role":"other","tool_call_id":null}"#,
+            r#"{"role":"tool","content":{},"tool_call_id":"c"}"#,
+            r#"{"author":{"role":"user"},"content":[{}]}"#,
+            r#"{"role":"x","reasoning":"r","reasoning_content":1}"#,
+        ] {
+            assert_eq!(one(route, "messages", message), GATE, "{route:?} {message}");
+        }
+    }
+}
+
+/// The chat request's `_normalize_messages_before` makes `tool_calls` a list (a number is a
+/// `TypeError`) and moves `reasoning_content` to an absent or null `reasoning`; its
+/// after-validator reads the assistant's `tool_calls`. `/tokenize` runs neither.
+#[test]
+fn only_the_chat_request_normalizes_its_messages() {
+    for (message, chat_takes) in [
+        (r#"{"role":"user","content":"x","tool_calls":1}"#, false),
+        (r#"{"role":"other","tool_calls":{}}"#, true),
+        (r#"{"role":"other","reasoning_content":1}"#, false),
+        (
+            r#"{"role":"x","reasoning":null,"reasoning_content":1}"#,
+            false,
+        ),
+        (r#"{"role":"assistant","tool_calls":[1]}"#, false),
+        (r#"{"role":"assistant","tool_calls":"ab"}"#, false),
+    ] {
+        let chat = one(RouteKind::ChatRender, "messages", message);
+        let tokenize = one(RouteKind::Tokenize, "messages", message);
+        assert_eq!(chat == GATE, chat_takes, "chat {message}: {chat:?}");
+        assert_eq!(
+            tokenize == GATE,
+            !chat_takes,
+            "tokenize {message}: {tokenize:?}"
+        );
+        assert!(refused(&chat) || refused(&tokenize), "{message}");
+    }
+    let message = r#"{"role":"assistant","tool_calls":""}"#;
+    assert_eq!(one(RouteKind::ChatRender, "messages", message), GATE);
+}
+
+/// A Responses input item's lists of tagged parts (`list[...]`) are validated element by
+/// element: a message's content parts, a function call output's.
+#[test]
+fn the_responses_input_items_parts_are_judged() {
+    let route = RouteKind::ResponsesRender;
+    for item in [
+        r#"{"role":"user","content":[{"type":"text","text":"x"}]}"#,
+        r#"{"role":"user","content":[{"type":"input_text"}]}"#,
+        r#"{"role":"user","content":[{"type":"input_image","detail":"bogus"}]}"#,
+        r#"{"role":"user","content":["x"]}"#,
+        r#"{"role":"user","content":[{"type":"input_text","text":"x"},1]}"#,
+        r#"{"type":"function_call_output","call_id":"c","output":[{"type":"text"}]}"#,
+    ] {
+        assert!(refused(&one(route, "input", item)), "{item}");
+    }
+    for item in [
+        r#"{"role":"user","content":[{"type":"input_text","text":"x"}]}"#,
+        // `_default_input_image_details` fills the missing `detail` in.
+        r#"{"role":"user","content":[{"type":"input_image"}]}"#,
+        r#"{"role":"user","content":[]}"#,
+        r#"{"role":"user","content":"x"}"#,
+        r#"{"type":"message","role":"assistant","id":"m","status":"completed","content":[{"type":"output_text","text":"x","annotations":[]}]}"#,
+        r#"{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}"#,
+    ] {
+        assert_eq!(one(route, "input", item), GATE, "{item}");
+    }
+}
