@@ -180,7 +180,10 @@ impl Message {
         let plain = harmony
             || self.custom(self.tool_calls, false)
             || self.openai(text, self.tool_calls, false);
+        // The chat request's validators change nothing of a message without these.
+        let reshaped = self.tool_calls.is_some() || self.reasoning_content.is_some();
         let chat = match self.normalized_tool_calls() {
+            _ if !reshaped => plain,
             None => false,
             Some(calls) => harmony || self.custom(calls, true) || self.openai(text, calls, true),
         };
