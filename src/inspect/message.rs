@@ -220,12 +220,24 @@ pub(super) fn chat_message(
             Some(seen) => seen.member_listed(sc, &key, depth + 1, read)?,
             None => read(sc)?,
         };
-        let value = (kind, sc.inner());
-        let text_or_null = matches!(kind, Kind::Str { .. } | Kind::Null);
         match &key[..] {
             b"role" => (m.role, m.role_token) = (Some(kind), start..sc.pos),
+            b"content" => m.content = Some((kind, sc.inner())),
+            _ => m.other(&key, (kind, sc.inner())),
+        }
+        Ok(())
+    })?;
+    *roles &= is_str(m.role);
+    Ok((Kind::Object { empty }, m.fits(sc.text())))
+}
+
+impl Message {
+    /// Notes a member other than `role` and `content`.
+    fn other(&mut self, key: &[u8], value: Value) {
+        let (kind, m) = (value.0, self);
+        let text_or_null = matches!(kind, Kind::Str { .. } | Kind::Null);
+        match key {
             b"author" if !matches!(kind, Kind::Object { .. }) => m.author = false,
-            b"content" => m.content = Some(value),
             b"name" => m.name = Some(kind),
             b"tool_call_id" => m.tool_call_id = Some(kind),
             b"tool_calls" => m.tool_calls = Some(value),
@@ -241,10 +253,7 @@ pub(super) fn chat_message(
             b"content_type" => m.harmony_fields[2] = text_or_null,
             _ => {}
         }
-        Ok(())
-    })?;
-    *roles &= is_str(m.role);
-    Ok((Kind::Object { empty }, m.fits(sc.text())))
+    }
 }
 
 /// Scans a harmony message's `author` object: its kind, and whether `Author` may take it (a

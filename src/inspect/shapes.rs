@@ -24,7 +24,7 @@ pub(super) struct Shape {
     /// The keys of all `objects`, one after another.
     pub keys: Vec<Key>,
     /// The objects in their lists, where those are read.
-    pub parts: Parts,
+    pub parts: Option<Box<Parts>>,
     /// See [`super::Member::strings`].
     pub strings: Vec<Vec<u8>>,
     /// See [`super::Member::nested`].

@@ -45,11 +45,6 @@ impl Parts {
     pub fn none() -> &'static Parts {
         &NO_PARTS
     }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
-    }
 }
 
 /// A list member of a tagged object whose elements were read ([`Parts`]): the kinds of its
@@ -183,8 +178,8 @@ impl Tagged<'_> {
 pub(super) struct Reader<'k> {
     start: usize,
     keys: &'k mut Vec<Key>,
-    /// Where the objects in its lists go, if they are read.
-    parts: Option<&'k mut Parts>,
+    /// Where the objects in its lists go (made at the first list), if they are read.
+    parts: Option<&'k mut Option<Box<Parts>>>,
 }
 
 impl<'k> Reader<'k> {
@@ -198,7 +193,7 @@ impl<'k> Reader<'k> {
     }
 
     /// A reader that also reads the objects in the object's lists, into `parts`.
-    pub(super) fn with_parts(keys: &'k mut Vec<Key>, parts: &'k mut Parts) -> Self {
+    pub(super) fn with_parts(keys: &'k mut Vec<Key>, parts: &'k mut Option<Box<Parts>>) -> Self {
         Reader {
             parts: Some(parts),
             ..Reader::new(keys)
@@ -214,13 +209,14 @@ impl<'k> Reader<'k> {
         depth: usize,
         read: impl FnOnce(&mut Scanner<'_>) -> Result<Kind, SyntaxError>,
     ) -> Result<Kind, SyntaxError> {
-        let parts = match self.parts.take() {
+        let made = match self.parts.take() {
             Some(parts) if sc.peek() == Some(b'[') => parts,
             other => {
                 self.parts = other;
                 return self.member(sc, key, read);
             }
         };
+        let parts = made.get_or_insert_default();
         let first = parts.objects.len();
         let mut list = None;
         let kind = self.member(sc, key, |sc| {
@@ -238,7 +234,7 @@ impl<'k> Reader<'k> {
             });
             Ok(Kind::Array { empty })
         })?;
-        self.parts = Some(parts);
+        self.parts = Some(made);
         if let Some(key) = self.keys.last_mut() {
             key.list = list;
         }
