@@ -16,11 +16,12 @@ reverse. Values: each JSON kind, numbers on both sides of common bounds, numeric
 boolean strings, integers past 64 bits, pooling tasks and a lone surrogate. Standard
 library only; deterministic.
 """
-import http.client
 import json
 import os
 import re
 import sys
+
+from oracle_http import send
 
 DP, GP, FAMILY = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 FIELDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "contract", "fields.rs")
@@ -48,7 +49,6 @@ VALUES = ['null', 'true', 'false', '0', '1', '-1', '2', '-2', '20', '21', '100',
           '"auto"', '[]', '["a"]', '[1]', '[[1]]', '{}', '{"a":1}', '{"type":"text"}', '{"type":"json_object"}',
           '{"type":"json_schema"}', '[{"a":1}]', '9223372036854775808', '-9223372036854775809', '1.0', '3', '5',
           '"a/b"', '"\\ud800"', '"embed"', '"classify"', '"plugin"']
-GATE = b"Per-request mm_processor_kwargs"
 
 
 def tables():
@@ -59,14 +59,6 @@ def tables():
         out[m.group(1)] = sorted(set(re.findall(r'FieldTy \{ name: "([^"]+)"', m.group(2))))
     return out
 
-
-def send(port, path, body):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    c.request("POST", path, body, {"content-type": "application/json"})
-    r = c.getresponse()
-    answer = r.read()
-    c.close()
-    return r.status, GATE in answer, answer
 
 
 def main():

@@ -12,10 +12,11 @@ gate's 400 where pydantic refuses the message (the union of OpenAI's message typ
 custom message and harmony's `Message`), or the reverse. Standard library only;
 deterministic. `--only N` runs every N-th body (a quicker pass).
 """
-import http.client
 import itertools
 import json
 import sys
+
+from oracle_http import send
 
 DP, GP, FAMILY = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 EVERY = int(sys.argv[sys.argv.index("--only") + 1]) if "--only" in sys.argv else 1
@@ -43,16 +44,7 @@ OTHERS = [None, ("name", '"n"'), ("name", "1"), ("name", "null"), ("tool_call_id
           ("tools", "[1]"), ("tools", "null"), ("task", '"t"'), ("task", "1"), ("refusal", "1"), ("audio", "1"),
           ("function_call", "1"), ("function_call", '{"name":"f","arguments":"{}"}'), ("author", '{"role":"user"}'),
           ("channel", "1"), ("recipient", '"r"')]
-GATE = b"Per-request mm_processor_kwargs"
 
-
-def send(port, path, body):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    c.request("POST", path, body, {"content-type": "application/json"})
-    r = c.getresponse()
-    answer = r.read()
-    c.close()
-    return r.status, GATE in answer, answer
 
 
 def message(role, content, other):

@@ -290,28 +290,28 @@ const INPUT_ITEMS: &[&str] = &[
 /// The routes whose request unions refuse removed pooling parameters.
 const POOLING_ROUTES: &[&str] = &["/pooling", "/v1/embeddings", "/classify"];
 
-/// The body with `member` put first (`None` for a body that is not a UTF-8 object).
-fn member_first(body: &[u8], member: &str) -> Option<Vec<u8>> {
+/// The body with `member` put first, or last (`None` for a body that is not a UTF-8
+/// object).
+fn with_member(body: &[u8], member: &str, first: bool) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(body).ok()?;
-    let rest = text.trim_start().strip_prefix('{')?;
-    let sep = if rest.trim_start().starts_with('}') {
-        ""
+    let body = if first {
+        let rest = text.trim_start().strip_prefix('{')?;
+        let sep = if rest.trim_start().starts_with('}') {
+            ""
+        } else {
+            ","
+        };
+        format!("{{{member}{sep}{rest}")
     } else {
-        ","
+        let rest = text.trim_end().strip_suffix('}')?;
+        let sep = if rest.trim_end().ends_with('{') {
+            ""
+        } else {
+            ","
+        };
+        format!("{rest}{sep}{member}}}")
     };
-    Some(format!("{{{member}{sep}{rest}").into_bytes())
-}
-
-/// The body with `member` put last (`None` for a body that is not a UTF-8 object).
-fn member_last(body: &[u8], member: &str) -> Option<Vec<u8>> {
-    let text = std::str::from_utf8(body).ok()?;
-    let rest = text.trim_end().strip_suffix('}')?;
-    let sep = if rest.trim_end().ends_with('{') {
-        ""
-    } else {
-        ","
-    };
-    Some(format!("{rest}{sep}{member}}}").into_bytes())
+    Some(body.into_bytes())
 }
 
 /// The body with one member that an earlier check may refuse put first, or with one of the
@@ -319,7 +319,7 @@ fn member_last(body: &[u8], member: &str) -> Option<Vec<u8>> {
 fn earlier_check(rng: &mut Rng, body: &[u8]) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(body).ok()?;
     if rng.chance(70) {
-        return member_first(body, rng.pick(EARLIER));
+        return with_member(body, rng.pick(EARLIER), true);
     }
     let serde_json::Value::Object(mut object) = serde_json::from_str(text).ok()? else {
         return None;
@@ -404,7 +404,7 @@ pub fn variants(all: &[Case], family: &str, per_case: usize, seed: u64) -> Vec<C
         };
         for members in replaced.into_iter().flat_map(|m| [m, m]) {
             let member = rng.pick(members);
-            if let Some(body) = member_last(&c.body, member) {
+            if let Some(body) = with_member(&c.body, member, false) {
                 out.push(Case {
                     id: format!("{}~shape:{member}", c.id),
                     body,
@@ -414,7 +414,7 @@ pub fn variants(all: &[Case], family: &str, per_case: usize, seed: u64) -> Vec<C
         }
         if POOLING_ROUTES.contains(&c.path.as_str()) {
             for member in POOLING {
-                if let Some(body) = member_first(&c.body, member) {
+                if let Some(body) = with_member(&c.body, member, true) {
                     out.push(Case {
                         id: format!("{}~pooling:{member}", c.id),
                         body,
