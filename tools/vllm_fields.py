@@ -258,13 +258,15 @@ def td_fields(td):
 
 
 # Keys a before-validator adds to a list element of a tagged object, by the element's
-# `type` word (`_default_input_image_details`: an input image's `detail`).
-PART_FILLED = {"input_image": {"detail"}}
+# `type` word (`_default_input_image_details`: an input image's `detail`;
+# ResponsesRequest.input_item_parsing: an assistant message's output text's `annotations`).
+PART_FILLED = {"input_image": {"detail"}, "output_text": {"annotations"}}
 
 
 def element_tags(a):
     """For a field of type `list[X]` (or an optional one; not `Iterable`, which pydantic
-    validates only when read), X a union of tagged types: their `tags`, else None."""
+    validates only when read), X a union of tagged types (unions only): their `tags`, else
+    None."""
     args = typing.get_args(a) if typing.get_origin(a) in (typing.Union, types.UnionType) else (a,)
     non = [x for x in args if x is not type(None) and x is not str]
     if len(non) != 1:
@@ -275,8 +277,6 @@ def element_tags(a):
     if typing.get_origin(lst) is not list or len(typing.get_args(lst)) != 1:
         return None
     element = typing.get_args(lst)[0]
-    if typing.get_origin(element) is not typing.Annotated and typing.get_origin(element) not in (typing.Union, types.UnionType):
-        element = typing.Union[element, element]
     found = tags(element, PART_FILLED, nested=True)
     return found or None
 
@@ -314,8 +314,9 @@ def model_tags(models, filled=None, nested=False):
         words = typing.get_args(words[0])
         if not all(isinstance(w, str) for w in words):
             return None
-        typed_fields = typed
-        gone = set().union(*((filled or {}).get(w, set()) for w in words))
+        declared = typed
+        # By word, or by word and model for a validator that builds one model of its union.
+        gone = set().union(*((filled or {}).get(k, set()) for w in words for k in (w, (w, m.__name__))))
         # Each field the kinds of its value decide, or that is required (unless filled in),
         # with the words a string must be when it is a `Literal` of strings.
         typed = tuple(
@@ -325,7 +326,7 @@ def model_tags(models, filled=None, nested=False):
             if (r and n not in gone) or kinds != set(KINDS)
         )
         listed = () if nested else tuple(
-            (n, p) for n, a, _ in typed_fields for p in [element_tags(a)] if p
+            (n, p) for n, a, _ in declared for p in [element_tags(a)] if p
         )
         tag = (words, not tag_required, null, typed, listed)
         if tag not in out:
@@ -523,8 +524,13 @@ FILLED = {
 # `{}` is taken as `[]`, and a non-empty object only where the list takes strings.
 LISTED = {"ResponsesRequest": {"input"}}
 # Keys a before-validator adds to list elements of a `type`, by (model, field) and word
-# (ResponsesRequest.input_item_parsing: a reasoning item gets an `id` when it has none).
-ADDED = {("ResponsesRequest", "input"): {"reasoning": {"id"}}}
+# or (word, model) (ResponsesRequest.input_item_parsing: a reasoning item gets an `id` when
+# it has none; an assistant message with a content list an `id` and a `status` as it is
+# made a ResponseOutputMessage, which only that model sees).
+ADDED = {("ResponsesRequest", "input"): {
+    "reasoning": {"id"},
+    ("message", "ResponseOutputMessage"): {"id", "status"},
+}}
 # The before-validators (`model_validator(mode="before")`) whose refusals mmgate's
 # `types::Check` reproduces, by (model, validator); the others only ever refuse more.
 CHECKS = {
@@ -609,7 +615,8 @@ def fields(path):
         if name in SKIP:
             continue
         if tys and "ChatMessages" in tys and "_normalize_messages_before" in model.__pydantic_decorators__.model_validators:
-            # The chat request's before-validator reshapes each message first.
+            # ChatCompletionRequest's before-validator (so named in vLLM 0.31) reshapes each
+            # message first: src/inspect/message.rs reads messages both ways.
             tys[tys.index("ChatMessages")] = "ChatRequestMessages"
         if name in JSON_INT:
             out[name] = (["JsonInt"], nullable, info.is_required(), filled.get(name, ""), JSON_INT[name])

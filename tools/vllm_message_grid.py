@@ -6,7 +6,8 @@ the same kind.
 
     python3 tools/vllm_message_grid.py DIRECT_PORT GATEWAY_PORT render|pool|classify [--only N]
 
-Each message is sent alone in `messages`, and (render only) as the Responses API's `input`.
+Each message is sent alone in `messages`, and (render only) as the Responses API's `input`,
+with and without `"type": "message"`.
 A mismatch is a different status or gate-ness, or a different gate body: mmgate answering the
 gate's 400 where pydantic refuses the message (the union of OpenAI's message types, vLLM's
 custom message and harmony's `Message`), or the reverse. Standard library only;
@@ -22,7 +23,7 @@ DP, GP, FAMILY = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 EVERY = int(sys.argv[sys.argv.index("--only") + 1]) if "--only" in sys.argv else 1
 ROUTES = {
     "render": [("/v1/chat/completions/render", "messages"), ("/tokenize", "messages"),
-               ("/v1/responses/render", "input")],
+               ("/v1/responses/render", "input"), ("/v1/responses/render", "typed input")],
     "pool": [("/v1/embeddings", "messages"), ("/pooling", "messages")],
     "classify": [("/classify", "messages")],
 }[FAMILY]
@@ -34,7 +35,8 @@ CONTENTS = [None, "null", '"x"', '""', "[]", "[" + TEXT + "]", "[" + IMAGE + "]"
             '[{"type":"input_text","text":"x"}]', '[{"type":"text","text":1}]', "[" + TEXT + "," + IMAGE + "]",
             '[{"type":"image_url"}]', '[{"type":"image_url","image_url":"u"}]', '[{"type":"video_url","video_url":{"url":"u"}}]',
             '[{"type":"audio_url","audio_url":{"url":"u"}}]', '[{"type":"input_audio","input_audio":{"data":"","format":"wav"}}]',
-            '[{"type":"image_pil","image_pil":null}]', '[{"type":"thinking","thinking":"t"}]']
+            '[{"type":"image_pil","image_pil":null}]', '[{"type":"thinking","thinking":"t"}]',
+            '[{"type":"output_text","text":"x"}]', '[{"type":"refusal","refusal":"x"}]']
 CALL = '{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}'
 TOOL = '{"type":"function","function":{"name":"f"}}'
 OTHERS = [None, ("name", '"n"'), ("name", "1"), ("name", "null"), ("tool_call_id", '"c"'), ("tool_call_id", "1"),
@@ -47,8 +49,8 @@ OTHERS = [None, ("name", '"n"'), ("name", "1"), ("name", "null"), ("tool_call_id
 
 
 
-def message(role, content, other):
-    members = [("role", role), ("content", content), other]
+def message(role, content, other, typed):
+    members = [("type", '"message"' if typed else None), ("role", role), ("content", content), other]
     return "{" + ",".join(json.dumps(k) + ":" + v for k, v in (m for m in members if m and m[1] is not None)) + "}"
 
 
@@ -59,8 +61,8 @@ def main():
     for i, ((path, field), role, content, other) in enumerate(grid):
         if i % EVERY:
             continue
-        msg = message(role, content, other)
-        body = ('{"model":"tiny","%s":[%s],"mm_processor_kwargs":{"a":1}}' % (field, msg)).encode()
+        msg = message(role, content, other, field == "typed input")
+        body = ('{"model":"tiny","%s":[%s],"mm_processor_kwargs":{"a":1}}' % (field.split()[-1], msg)).encode()
         d, g = send(DP, path, body), send(GP, path, body)
         n += 1
         seen[d[:2]] = seen.get(d[:2], 0) + 1

@@ -739,8 +739,8 @@ fn unsupported_input_item(f: &Findings) -> bool {
                 .get(b"encrypted_content")
                 .is_some_and(|k| !matches!(k.kind, Kind::Null | Kind::Str { empty: true }));
         }
-        if tag.is(b"message") && empty_answer(item) {
-            // `item.content[0]` raises: vLLM answers 500.
+        if tag.is(b"message") && (empty_answer(item) || refusal_answer(item)) {
+            // `item.content[0]` raises, or has no `text`: vLLM answers 500.
             return true;
         }
         let call = tag.is(b"function_call")
@@ -752,18 +752,53 @@ fn unsupported_input_item(f: &Findings) -> bool {
 }
 
 /// Whether `input_item_parsing` makes an assistant message of a `"message"` item whose
-/// content is an empty list (`role` `"assistant"`, and an `id` and `status` that the model
-/// takes, if any), which the renderer then reads the first part of.
+/// content is an empty list, which the renderer then reads the first part of.
 fn empty_answer(item: Tagged<'_>) -> bool {
+    output_message(item)
+        && item
+            .get(b"content")
+            .is_some_and(|k| k.kind == Kind::Array { empty: true })
+}
+
+/// Whether `input_item_parsing` surely makes an assistant message of a `"message"` item
+/// whose first content part is a refusal, whose `text` the renderer then reads: every part
+/// an object of a string `refusal` (`"refusal"`) or `text` (`"output_text"`) and nothing
+/// else, so that the model surely takes them.
+fn refusal_answer(item: Tagged<'_>) -> bool {
+    let text = KindSet::STR.or(KindSet::NOT_INT);
+    let Some(list) = item.get(b"content").and_then(|k| k.list.as_ref()) else {
+        return false;
+    };
+    let plain = |part: Tagged<'_>| {
+        let field: &[u8] = if part.is(b"refusal") {
+            b"refusal"
+        } else if part.is(b"output_text") {
+            b"text"
+        } else {
+            return false;
+        };
+        part.get(field).is_some_and(|k| k.kinds.within(text))
+            && part
+                .keys
+                .iter()
+                .all(|k| k.name.is(b"type") || k.name.is(field))
+    };
+    output_message(item)
+        && list.elements.within(KindSet::OBJECT)
+        && item.objects(list).next().is_some_and(|p| p.is(b"refusal"))
+        && item.objects(list).all(plain)
+}
+
+/// Whether a `"message"` item is one `input_item_parsing` makes an assistant message of, its
+/// content being a list: `role` `"assistant"`, and an `id` and `status` that the model takes,
+/// if any.
+fn output_message(item: Tagged<'_>) -> bool {
     let word = |key: &[u8], words: &[&[u8]]| {
         item.get(key)
             .and_then(|k| k.text)
             .is_some_and(|t| words.iter().any(|w| t.is(w)))
     };
     word(b"role", &[b"assistant"])
-        && item
-            .get(b"content")
-            .is_some_and(|k| k.kind == Kind::Array { empty: true })
         && item
             .get(b"id")
             .is_none_or(|k| k.kinds.within(KindSet::STR.or(KindSet::NOT_INT)))

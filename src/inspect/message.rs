@@ -33,14 +33,28 @@ pub(super) struct Fits {
 
 impl Fits {
     /// Taken both ways.
-    pub(super) const BOTH: Fits = Fits {
-        plain: true,
-        chat: true,
-    };
+    pub(super) const BOTH: Fits = Fits::same(true);
+
+    /// The same verdict both ways (for what the chat request's validators do not touch).
+    pub(super) const fn same(fits: bool) -> Fits {
+        Fits {
+            plain: fits,
+            chat: fits,
+        }
+    }
 }
 
-/// A member's kind and, for a list, its elements' kinds.
+/// A member's kind and, for a list, its elements' kinds (none for another value).
 type Value = (Kind, KindSet);
+
+/// The value just scanned, `kind`, with its elements' kinds if it is a list.
+fn value(sc: &Scanner<'_>, kind: Kind) -> Value {
+    let elements = match kind {
+        Kind::Array { .. } => sc.inner(),
+        _ => KindSet::NONE,
+    };
+    (kind, elements)
+}
 
 /// The members the message types judge, each the last of duplicate keys.
 #[derive(Default)]
@@ -92,6 +106,29 @@ fn list_of(v: Value, kinds: KindSet) -> bool {
 }
 
 impl Message {
+    /// Notes a member other than `role` and `content`.
+    fn other(&mut self, key: &[u8], value: Value) {
+        let (kind, m) = (value.0, self);
+        let text_or_null = matches!(kind, Kind::Str { .. } | Kind::Null);
+        match key {
+            b"author" if !matches!(kind, Kind::Object { .. }) => m.author = false,
+            b"name" => m.name = Some(kind),
+            b"tool_call_id" => m.tool_call_id = Some(kind),
+            b"tool_calls" => m.tool_calls = Some(value),
+            b"reasoning" => m.reasoning = Some(kind),
+            b"reasoning_content" => m.reasoning_content = Some(kind),
+            b"tools" => m.tools = Some(value),
+            b"task" => m.task = Some(kind),
+            b"audio" => m.audio = Some(kind),
+            b"function_call" => m.function_call = Some(kind),
+            b"refusal" => m.refusal = Some(kind),
+            b"channel" => m.harmony_fields[0] = text_or_null,
+            b"recipient" => m.harmony_fields[1] = text_or_null,
+            b"content_type" => m.harmony_fields[2] = text_or_null,
+            _ => {}
+        }
+    }
+
     /// What the chat request's before-validator makes of `tool_calls` (`None`: a
     /// `TypeError`): a list of objects stays, an empty string or object becomes an empty list
     /// and anything else that is iterable a list of strings.
@@ -182,10 +219,15 @@ impl Message {
             || self.openai(text, self.tool_calls, false);
         // The chat request's validators change nothing of a message without these.
         let reshaped = self.tool_calls.is_some() || self.reasoning_content.is_some();
-        let chat = match self.normalized_tool_calls() {
-            _ if !reshaped => plain,
-            None => false,
-            Some(calls) => harmony || self.custom(calls, true) || self.openai(text, calls, true),
+        let chat = if !reshaped {
+            plain
+        } else {
+            match self.normalized_tool_calls() {
+                None => false,
+                Some(calls) => {
+                    harmony || self.custom(calls, true) || self.openai(text, calls, true)
+                }
+            }
         };
         Fits { plain, chat }
     }
@@ -222,38 +264,13 @@ pub(super) fn chat_message(
         };
         match &key[..] {
             b"role" => (m.role, m.role_token) = (Some(kind), start..sc.pos),
-            b"content" => m.content = Some((kind, sc.inner())),
-            _ => m.other(&key, (kind, sc.inner())),
+            b"content" => m.content = Some(value(sc, kind)),
+            _ => m.other(&key, value(sc, kind)),
         }
         Ok(())
     })?;
     *roles &= is_str(m.role);
     Ok((Kind::Object { empty }, m.fits(sc.text())))
-}
-
-impl Message {
-    /// Notes a member other than `role` and `content`.
-    fn other(&mut self, key: &[u8], value: Value) {
-        let (kind, m) = (value.0, self);
-        let text_or_null = matches!(kind, Kind::Str { .. } | Kind::Null);
-        match key {
-            b"author" if !matches!(kind, Kind::Object { .. }) => m.author = false,
-            b"name" => m.name = Some(kind),
-            b"tool_call_id" => m.tool_call_id = Some(kind),
-            b"tool_calls" => m.tool_calls = Some(value),
-            b"reasoning" => m.reasoning = Some(kind),
-            b"reasoning_content" => m.reasoning_content = Some(kind),
-            b"tools" => m.tools = Some(value),
-            b"task" => m.task = Some(kind),
-            b"audio" => m.audio = Some(kind),
-            b"function_call" => m.function_call = Some(kind),
-            b"refusal" => m.refusal = Some(kind),
-            b"channel" => m.harmony_fields[0] = text_or_null,
-            b"recipient" => m.harmony_fields[1] = text_or_null,
-            b"content_type" => m.harmony_fields[2] = text_or_null,
-            _ => {}
-        }
-    }
 }
 
 /// Scans a harmony message's `author` object: its kind, and whether `Author` may take it (a

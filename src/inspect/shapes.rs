@@ -132,13 +132,7 @@ pub(super) fn walk(
                 let (kind, fits) = match name {
                     b"tools" => {
                         let (kind, fits) = chat_tool(sc, shape)?;
-                        (
-                            kind,
-                            Fits {
-                                plain: fits,
-                                chat: fits,
-                            },
-                        )
+                        (kind, Fits::same(fits))
                     }
                     _ if input => {
                         let mut seen = Reader::with_parts(&mut shape.keys, &mut shape.parts);

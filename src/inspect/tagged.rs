@@ -163,7 +163,7 @@ impl Tagged<'_> {
     }
 
     /// The last member of this key, if it has one.
-    pub fn get(&self, key: &[u8]) -> Option<&'_ Key> {
+    pub fn get(&self, key: &[u8]) -> Option<&Key> {
         self.keys.iter().rev().find(|k| k.name.is(key))
     }
 
@@ -200,8 +200,8 @@ impl<'k> Reader<'k> {
         }
     }
 
-    /// As [`Reader::member`]; a list value (at `depth`) is scanned here, its objects read
-    /// into the reader's [`Parts`], when it has them.
+    /// As [`Reader::member`]; but when the reader has [`Parts`], a list value (at `depth`)
+    /// is scanned here instead of by `read`, its objects read into them.
     pub(super) fn member_listed(
         &mut self,
         sc: &mut Scanner<'_>,

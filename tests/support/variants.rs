@@ -273,6 +273,8 @@ const MESSAGES: &[&str] = &[
     r#""messages":[{"role":"assistant","tool_calls":"ab"}]"#,
     r#""messages":[{"author":{"role":"user"},"content":[1]}]"#,
     r#""messages":[{"author":{"role":"user"},"content":[{}]}]"#,
+    r#""messages":[{"role":"assistant","content":null,"tool_calls":null}]"#,
+    r#""messages":[{"role":"assistant","tool_calls":{"a":1}}]"#,
 ];
 
 /// Responses input items whose lists of parts pydantic validates element by element: each
@@ -283,6 +285,9 @@ const INPUT_ITEMS: &[&str] = &[
     r#""input":[{"role":"user","content":[{"type":"input_text"}]}]"#,
     r#""input":[{"role":"user","content":[{"type":"input_image"}]}]"#,
     r#""input":[{"role":"user","content":["x"]}]"#,
+    r#""input":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"x"}]}]"#,
+    r#""input":[{"type":"message","role":"assistant","content":[{"type":"refusal","refusal":"x"}]}]"#,
+    r#""input":[{"type":"message","role":"assistant","content":[{"type":"text","text":"x"}]}]"#,
     r#""input":[{"type":"function_call_output","call_id":"c","output":[{"type":"text"}]}]"#,
     r#""input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}]"#,
 ];
@@ -402,14 +407,18 @@ pub fn variants(all: &[Case], family: &str, per_case: usize, seed: u64) -> Vec<C
         } else {
             None
         };
-        for members in replaced.into_iter().flat_map(|m| [m, m]) {
-            let member = rng.pick(members);
-            if let Some(body) = with_member(&c.body, member, false) {
-                out.push(Case {
-                    id: format!("{}~shape:{member}", c.id),
-                    body,
-                    ..c.clone()
-                });
+        if let Some(members) = replaced {
+            // Two distinct ones.
+            let first = rng.below(members.len());
+            let second = (first + 1 + rng.below(members.len() - 1)) % members.len();
+            for member in [members[first], members[second]] {
+                if let Some(body) = with_member(&c.body, member, false) {
+                    out.push(Case {
+                        id: format!("{}~shape:{member}", c.id),
+                        body,
+                        ..c.clone()
+                    });
+                }
             }
         }
         if POOLING_ROUTES.contains(&c.path.as_str()) {

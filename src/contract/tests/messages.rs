@@ -63,6 +63,7 @@ fn only_the_chat_request_normalizes_its_messages() {
         ),
         (r#"{"role":"assistant","tool_calls":[1]}"#, false),
         (r#"{"role":"assistant","tool_calls":"ab"}"#, false),
+        (r#"{"role":"assistant","tool_calls":{"a":1}}"#, false),
     ] {
         let chat = one(RouteKind::ChatRender, "messages", message);
         let tokenize = one(RouteKind::Tokenize, "messages", message);
@@ -76,6 +77,11 @@ fn only_the_chat_request_normalizes_its_messages() {
     }
     let message = r#"{"role":"assistant","tool_calls":""}"#;
     assert_eq!(one(RouteKind::ChatRender, "messages", message), GATE);
+    // Refused both ways: the assistant's `tool_calls` is not `Optional`, and the custom type
+    // takes no null `content`.
+    let message = r#"{"role":"assistant","content":null,"tool_calls":null}"#;
+    assert!(refused(&one(RouteKind::ChatRender, "messages", message)));
+    assert!(refused(&one(RouteKind::Tokenize, "messages", message)));
 }
 
 /// A Responses input item's lists of tagged parts (`list[...]`) are validated element by
@@ -90,6 +96,10 @@ fn the_responses_input_items_parts_are_judged() {
         r#"{"role":"user","content":["x"]}"#,
         r#"{"role":"user","content":[{"type":"input_text","text":"x"},1]}"#,
         r#"{"type":"function_call_output","call_id":"c","output":[{"type":"text"}]}"#,
+        // Made an output message only when its parts are output parts; else left for
+        // pydantic, where the output types need an `id` and a `status`.
+        r#"{"type":"message","role":"assistant","content":[{"type":"text","text":"x"}]}"#,
+        r#"{"type":"message","role":"assistant","content":{}}"#,
     ] {
         assert!(refused(&one(route, "input", item)), "{item}");
     }
@@ -101,7 +111,18 @@ fn the_responses_input_items_parts_are_judged() {
         r#"{"role":"user","content":"x"}"#,
         r#"{"type":"message","role":"assistant","id":"m","status":"completed","content":[{"type":"output_text","text":"x","annotations":[]}]}"#,
         r#"{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}"#,
+        // `input_item_parsing` makes an assistant message with a content list an output
+        // message, filling its `id`, `status` and output texts' `annotations` in.
+        r#"{"type":"message","role":"assistant","content":[{"type":"output_text","text":"x"}]}"#,
+        r#"{"type":"message","role":"assistant","content":[{"type":"output_text","text":"x"},{"type":"refusal","refusal":"x"}]}"#,
     ] {
         assert_eq!(one(route, "input", item), GATE, "{item}");
     }
+    // The renderer reads the first part's `text`: a refusal has none (vLLM answers 500).
+    let item =
+        r#"{"type":"message","role":"assistant","content":[{"type":"refusal","refusal":"x"}]}"#;
+    assert_eq!(
+        one(route, "input", item),
+        Verdict::Invalid(Invalid::InputItem)
+    );
 }
