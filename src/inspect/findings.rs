@@ -379,7 +379,8 @@ pub struct Member {
     pub(super) objects: Vec<Object>,
     /// Their keys, one object's after another's.
     pub(super) keys: Vec<Key>,
-    /// The objects in their lists, where those were read (the Responses API's input items').
+    /// The objects in their lists, where those were read (for the items of an `input` list
+    /// of objects: the Responses API's input items).
     pub(super) parts: Option<Box<Parts>>,
     /// The kinds of the values inside the member's containers: its lists' elements (a list
     /// under `messages`, `input` and `prompt`), or its objects' member values (an object or

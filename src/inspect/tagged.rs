@@ -217,8 +217,8 @@ impl<'k> Reader<'k> {
             }
         };
         let parts = made.get_or_insert_default();
-        let first = parts.objects.len();
-        let mut list = None;
+        let first = parts.objects.len() as u32;
+        let mut elements = KindSet::NONE;
         let kind = self.member(sc, key, |sc| {
             let empty = sc.elements(depth, |sc| {
                 if sc.peek() != Some(b'{') {
@@ -228,15 +228,13 @@ impl<'k> Reader<'k> {
                 parts.objects.push(object);
                 Ok(kind)
             })?;
-            list = Some(List {
-                elements: sc.inner(),
-                objects: first as u32..parts.objects.len() as u32,
-            });
+            elements = sc.inner();
             Ok(Kind::Array { empty })
         })?;
+        let objects = first..parts.objects.len() as u32;
         self.parts = Some(made);
         if let Some(key) = self.keys.last_mut() {
-            key.list = list;
+            key.list = Some(List { elements, objects });
         }
         Ok(kind)
     }
