@@ -30,7 +30,7 @@ use crate::metrics::Metrics;
 use crate::pool::Pool;
 use crate::record::{ClientRequests, Outcome, Recorder};
 use crate::rewrite::{nullify, strip};
-use crate::upstream::{ResponseFields, SliceBody, Upstream};
+use crate::upstream::{remove_hop_by_hop, ResponseFields, SliceBody, Upstream};
 
 /// The response header that lists the fields mmgate removed.
 pub const STRIPPED_HEADER: &str = "x-mmgate-stripped";
@@ -256,6 +256,9 @@ impl Gateway {
         if req.extensions().get::<AmbiguousFraming>().is_some() {
             return Err(GateError::AmbiguousFraming);
         }
+        // Everything below reads the headers vLLM will get: a header the client names in
+        // `Connection` is removed before forwarding, so no verdict may rest on it.
+        remove_hop_by_hop(req.headers_mut());
         // Classified first (it is pure), so that a refusal is counted on its route too.
         let route = classify(
             req.method(),

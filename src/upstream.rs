@@ -81,8 +81,9 @@ impl Upstream {
 
     /// Forwards a request sent at `sent`, and returns the streaming response (its header
     /// map empty), its fields as the upstream sent them, and when its head arrived. The
-    /// request is left as it went out: hop-by-hop fields removed, `Host` set where it had
-    /// none valid, HTTP/1.1, and its body taken once a connection was had. Failures (before
+    /// caller has removed the hop-by-hop fields ([`remove_hop_by_hop`]: what it judged is
+    /// what goes out). The request is left as it went out: `Host` set where it had none
+    /// valid, HTTP/1.1, and its body taken once a connection was had. Failures (before
     /// the headers, and of the body after them) are counted in `errors` by kind.
     pub async fn forward(
         &self,
@@ -93,8 +94,6 @@ impl Upstream {
     ) -> Result<(Response<Body>, ResponseFields, Instant), GateError> {
         // The connection writes the URI's path and query (origin form); an HTTP/2 client's
         // authority is sent as `Host` (`host::replacement`), its scheme not at all.
-        // First: a client's `Connection: host` must not remove the Host set below.
-        remove_hop_by_hop(req.headers_mut());
         if let Some(h) = host::replacement(req, conn.own_host()) {
             req.headers_mut().insert(header::HOST, h);
         }

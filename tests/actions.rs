@@ -455,6 +455,50 @@ async fn reject_answers_vllms_exact_gate_body_and_upstream_sees_nothing() {
 }
 
 #[tokio::test]
+async fn a_header_the_client_names_in_connection_is_judged_as_absent() {
+    // Such a header is removed before forwarding, so the verdict may not rest on it: with
+    // it, vLLM's SageMaker layer refuses the request; without it, vLLM dispatches the body
+    // to chat, which gates the kwargs.
+    let fake = FakeVllm::start().await;
+    let gw = gateway(&mode("reject"), &fake).await;
+    let body = chat(r#","mm_processor_kwargs":{"fps":1}"#);
+    let named = "X-Amzn-SageMaker-Session-Id: s1\r\nConnection: x-amzn-sagemaker-session-id\r\n";
+    for extra in ["", named] {
+        let mut conn = raw::Conn::open(gw.addr).await;
+        let len = format!("{extra}Content-Length: {}\r\n", body.len());
+        conn.write(raw::head("/invocations", &len).as_bytes()).await;
+        conn.write(body.as_bytes()).await;
+        let r = conn.response().await.unwrap();
+        assert_eq!(r.status, 400, "{extra:?}: {}", r.text());
+        assert_eq!(r.text(), GATE_BODY_MM_PROCESSOR_KWARGS, "{extra:?}");
+    }
+    // Named but not removed by the client, the session header is vLLM's refusal: forwarded.
+    let mut conn = raw::Conn::open(gw.addr).await;
+    let extra = format!(
+        "X-Amzn-SageMaker-Session-Id: s1\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    conn.write(raw::head("/invocations", &extra).as_bytes())
+        .await;
+    conn.write(body.as_bytes()).await;
+    assert_eq!(conn.response().await.unwrap().status, 200);
+    assert_eq!(fake.received().len(), 1);
+
+    // A content type named in `Connection` is vLLM's missing one.
+    let mut conn = raw::Conn::open(gw.addr).await;
+    let extra = format!(
+        "Connection: content-type\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    conn.write(raw::head(CHAT, &extra).as_bytes()).await;
+    conn.write(body.as_bytes()).await;
+    let r = conn.response().await.unwrap();
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("Unsupported Media Type"), "{}", r.text());
+    assert_eq!(fake.received().len(), 1);
+}
+
+#[tokio::test]
 async fn reject_answers_vllms_401_first_when_the_upstreams_key_is_missing() {
     let fake = FakeVllm::start().await;
     let digest = hex::encode(mmgate::config::digest("sk-up"));
