@@ -12,8 +12,9 @@
 //! hyper closes the connection after it, nothing later on the connection matters.
 //!
 //! The watch never changes a byte, and fails a read only when the header timeout has
-//! passed: if the stream is not HTTP/1 (an HTTP/2 preface), or the framing breaks in a way
-//! hyper refuses on its own, it stops watching (and timing).
+//! passed. If the framing breaks in a way hyper refuses on its own (it then answers and
+//! closes), it stops watching and timing. An HTTP/2 connection (its preface) is not
+//! watched, only timed: it may stay idle, with no request open, for the header timeout.
 
 mod deadline;
 
@@ -34,10 +35,12 @@ use deadline::{Ends, HeadDeadline};
 pub struct AmbiguousFraming;
 
 /// What the watch and the connection's service share: which request (0-based, in order)
-/// had an ambiguous head, if any, and how many responses have ended.
+/// had an ambiguous head, if any, how many requests reached the service and how many of
+/// their exchanges have ended.
 #[derive(Debug)]
 pub struct Progress {
     ambiguous: AtomicU64,
+    begun: AtomicU64,
     ends: Ends,
 }
 
@@ -47,21 +50,47 @@ impl Progress {
     fn new() -> Self {
         Progress {
             ambiguous: AtomicU64::new(NONE),
+            begun: AtomicU64::new(0),
             ends: Ends::new(),
         }
     }
 
-    /// Whether the `index`th request of the connection had an ambiguous head. The head of a
-    /// request is always read before hyper hands the request to the service, so the answer
-    /// is final when the service asks.
-    pub fn ambiguous(&self, index: u64) -> bool {
-        self.ambiguous.load(Ordering::Acquire) == index
+    /// Notes that a request reached the service. The returned guard is held until its
+    /// response has ended (its body was dropped, or the exchange was): once every request
+    /// is answered, the wait for the next head is timed from then.
+    pub fn begin(self: &Arc<Self>) -> Exchange {
+        let index = self.begun.fetch_add(1, Ordering::Relaxed);
+        Exchange {
+            index,
+            progress: self.clone(),
+        }
     }
 
-    /// Notes that a response has ended (its body was dropped): once every request read so
-    /// far is answered, the wait for the next head is timed from then.
-    pub fn response_ended(&self) {
-        self.ends.end();
+    /// Whether every request that reached the service has been answered.
+    fn all_answered(&self) -> bool {
+        self.ends.count() >= self.begun.load(Ordering::Relaxed)
+    }
+}
+
+/// One request's exchange on a watched connection, from when it reached the service until
+/// its response ended.
+#[derive(Debug)]
+pub struct Exchange {
+    index: u64,
+    progress: Arc<Progress>,
+}
+
+impl Exchange {
+    /// Whether the request had an ambiguous head. HTTP/1 requests reach the service one at
+    /// a time, in order, after their head was read, so the answer is final here.
+    pub fn ambiguous(&self) -> bool {
+        self.progress.ambiguous.load(Ordering::Acquire) == self.index
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        self.progress.ends.end();
     }
 }
 
@@ -176,6 +205,8 @@ enum State {
     ChunkEnd,
     /// Reading trailer lines up to the empty line that ends the body.
     Trailers,
+    /// HTTP/2: not watched, timed while no request is open.
+    Http2,
     /// Not watching any more.
     Done,
 }
@@ -195,13 +226,17 @@ impl Framing {
     /// Whether the connection waits for a request head with every request read so far
     /// answered (not while a response is in flight, nor once the watch has stopped).
     fn awaits_head(&self) -> bool {
-        self.state == State::Head && self.progress.ends.count() >= self.heads
+        match self.state {
+            State::Head => self.progress.ends.count() >= self.heads,
+            State::Http2 => self.progress.all_answered(),
+            _ => false,
+        }
     }
 
     fn feed(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
             bytes = match self.state {
-                State::Done => return,
+                State::Done | State::Http2 => return,
                 State::Fixed(left) => {
                     let n = left.min(bytes.len() as u64);
                     self.state = if n == left {
@@ -232,7 +267,7 @@ impl Framing {
             // The common case: the whole head is in this read; parse it in place.
             match parse_head(bytes) {
                 Parsed::Complete(len, next) => {
-                    self.finish_head(next);
+                    self.finish_head(bytes.starts_with(H2_PREFACE_LINE), next);
                     return &bytes[len..];
                 }
                 Parsed::Partial => {
@@ -249,8 +284,9 @@ impl Framing {
         self.pending.extend_from_slice(bytes);
         match parse_head(&self.pending) {
             Parsed::Complete(len, next) => {
+                let preface = self.pending.starts_with(H2_PREFACE_LINE);
                 self.pending.clear();
-                self.finish_head(next);
+                self.finish_head(preface, next);
                 &bytes[len - start..]
             }
             Parsed::Partial if self.pending.len() <= MAX_LINE => &[],
@@ -261,7 +297,13 @@ impl Framing {
         }
     }
 
-    fn finish_head(&mut self, next: Next) {
+    /// Ends a head (`preface`: it is HTTP/2's preface line) followed by `next`.
+    fn finish_head(&mut self, preface: bool, next: Next) {
+        if self.heads == 0 && preface {
+            // hyper serves the connection as HTTP/2 (prior knowledge, or ALPN's h2).
+            self.state = State::Http2;
+            return;
+        }
         let index = self.heads;
         self.heads += 1;
         self.state = match next {
@@ -423,16 +465,23 @@ fn digits(value: &[u8]) -> Option<u64> {
     std::str::from_utf8(value).ok()?.parse().ok()
 }
 
-/// The size of a chunk-size line (`HEX[;ext]`), if it is one.
+/// The first line of HTTP/2's client preface (RFC 9113 §3.4), a head to the line scan.
+const H2_PREFACE_LINE: &[u8] = b"PRI * HTTP/2.0\r\n";
+
+/// The size of a chunk-size line (`HEX[;ext]`), if it is one, read as hyper reads it: any
+/// number of hex digits (leading zeros included) up to `u64::MAX`.
 fn chunk_size(line: &[u8]) -> Option<u64> {
     let end = line
         .iter()
         .position(|c| !c.is_ascii_hexdigit())
         .unwrap_or(line.len());
-    if end == 0 || end > 16 {
+    if end == 0 {
         return None;
     }
-    u64::from_str_radix(std::str::from_utf8(&line[..end]).ok()?, 16).ok()
+    line[..end].iter().try_fold(0u64, |size, &c| {
+        let digit = (c as char).to_digit(16)?;
+        size.checked_mul(16)?.checked_add(u64::from(digit))
+    })
 }
 
 #[cfg(test)]
@@ -569,14 +618,57 @@ mod tests {
     }
 
     #[test]
-    fn stops_on_what_hyper_refuses_or_does_not_speak() {
+    fn stops_on_what_hyper_refuses() {
         for input in [
-            &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
-            b"POST /x HTTP/1.1\r\nContent-Length: 4, 5\r\n\r\n",
+            &b"POST /x HTTP/1.1\r\nContent-Length: 4, 5\r\n\r\n"[..],
             b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            // A size past u64::MAX.
+            b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\n",
         ] {
-            let (_, found) = watch(input, 3);
-            assert_eq!(found, None);
+            let mut stream = input.to_vec();
+            stream.extend_from_slice(AMBIGUOUS);
+            assert_eq!(watch(&stream, 3), (1, None), "{}", input.escape_ascii());
         }
+    }
+
+    #[test]
+    fn reads_chunk_sizes_as_hyper_does_leading_zeros_and_all() {
+        assert_eq!(chunk_size(b"000000000000000000005"), Some(5));
+        assert_eq!(chunk_size(b"0000000000000000000000"), Some(0));
+        assert_eq!(chunk_size(b"ffffffffffffffff"), Some(u64::MAX));
+        assert_eq!(chunk_size(b"1A ; ext=1"), Some(26));
+        for refused in [&b""[..], b"10000000000000000", b";a", b" 5"] {
+            assert_eq!(chunk_size(refused), None, "{}", refused.escape_ascii());
+        }
+        // Followed, the watch still finds the ambiguous request after such a body.
+        let mut stream = b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n000000000000000000005\r\nhello\r\n0\r\n\r\n".to_vec();
+        stream.extend_from_slice(AMBIGUOUS);
+        for step in [1, 5, stream.len()] {
+            assert_eq!(watch(&stream, step), (2, Some(1)), "step {step}");
+        }
+    }
+
+    #[test]
+    fn an_http2_connection_is_timed_while_no_request_is_open() {
+        let progress = Arc::new(Progress::new());
+        let mut framing = Framing {
+            state: State::Head,
+            pending: Vec::new(),
+            heads: 0,
+            progress: progress.clone(),
+        };
+        for piece in b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0".chunks(5) {
+            framing.feed(piece);
+        }
+        assert_eq!(framing.state, State::Http2);
+        assert!(framing.awaits_head(), "idle from the start");
+        let exchange = progress.begin();
+        assert!(!framing.awaits_head(), "a request is open");
+        drop(exchange);
+        assert!(framing.awaits_head(), "idle again once it was answered");
+        // Not the first head: HTTP/1, which hyper refuses.
+        let mut stream = b"GET / HTTP/1.1\r\n\r\n".to_vec();
+        stream.extend_from_slice(b"PRI * HTTP/2.0\r\n\r\n");
+        assert_eq!(watch(&stream, 4), (2, None));
     }
 }

@@ -26,7 +26,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::framing::{AmbiguousFraming, Progress, Watched};
+use crate::framing::{AmbiguousFraming, Exchange, Watched};
 use crate::identify::PeerCertificate;
 use crate::reload::Live;
 
@@ -326,11 +326,9 @@ where
     let https = tls.is_some();
     let conn = Arc::new(ConnInfo::new(next_id(), remote, local, tls));
     let (stream, progress) = Watched::new(stream, header_timeout);
-    let requests = AtomicU64::new(0);
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-        // HTTP/1 requests reach the service one at a time, in order, after their head was read.
-        let index = requests.fetch_add(1, Ordering::Relaxed);
-        if req.version() < http::Version::HTTP_2 && progress.ambiguous(index) {
+        let exchange = progress.begin();
+        if req.version() < http::Version::HTTP_2 && exchange.ambiguous() {
             req.extensions_mut().insert(AmbiguousFraming);
         }
         if https {
@@ -339,23 +337,25 @@ where
         }
         let gw = live.gateway();
         let conn = conn.clone();
-        let progress = progress.clone();
         async move {
             // hyper writes the header map: a forwarded response's fields join it.
             let res = gw.handle(req.map(Body::new), &conn).await.into_response();
-            Ok::<_, Infallible>(res.map(|inner| Answer { inner, progress }))
+            Ok::<_, Infallible>(res.map(|inner| Answer {
+                inner,
+                _exchange: exchange,
+            }))
         }
     });
     let served = builder.serve_connection(TokioIo::new(stream), service);
     watcher.watch(served.into_owned()).await
 }
 
-/// A response body that tells the connection's watch when it has ended (hyper drops it
-/// once it is written, or when the connection fails), so that the wait for the next
+/// A response body that holds its request's [`Exchange`] until it has ended (hyper drops
+/// it once it is written, or when the connection fails), so that the wait for the next
 /// request head is timed only from then on.
 struct Answer {
     inner: Body,
-    progress: Arc<Progress>,
+    _exchange: Exchange,
 }
 
 impl http_body::Body for Answer {
@@ -375,12 +375,6 @@ impl http_body::Body for Answer {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.inner.size_hint()
-    }
-}
-
-impl Drop for Answer {
-    fn drop(&mut self) {
-        self.progress.response_ended();
     }
 }
 

@@ -462,6 +462,51 @@ async fn http2_prior_knowledge_is_served_with_the_same_gate() {
 }
 
 #[tokio::test]
+async fn an_idle_http2_connection_is_closed_by_the_header_timeout() {
+    let (_fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    // The preface and an empty SETTINGS frame, then nothing.
+    c.write(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await;
+    assert!(c.closed_within(VERDICT).await);
+}
+
+#[tokio::test]
+async fn an_http2_answer_slower_than_the_header_timeout_is_not_cut_off() {
+    let hold = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let fake = FakeVllm::start_with(FakeOpts {
+        hold: Some(hold.clone()),
+        ..Default::default()
+    })
+    .await;
+    let gw = gateway("[limits]\nheader_timeout_ms = 300\n", &fake).await;
+    let h2: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let req = http::Request::post(format!("http://{}{CHAT}", gw.addr))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(CLEAN)))
+        .unwrap();
+    let res = tokio::spawn(h2.request(req));
+    let upstream = &fake;
+    eventually("the upstream to hold the request", || async move {
+        !upstream.received().is_empty()
+    })
+    .await;
+    // Three header timeouts pass while the upstream thinks (the time passing is what is
+    // under test, nothing waits on it for synchronisation).
+    tokio::time::sleep(std::time::Duration::from_millis(900)).await;
+    hold.add_permits(1);
+    let res = tokio::time::timeout(VERDICT, res)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.version(), http::Version::HTTP_2);
+}
+
+#[tokio::test]
 async fn too_many_header_lines_get_431_or_a_close_and_nothing_is_forwarded() {
     let (fake, gw) = start().await;
     let mut c = Conn::open(gw.addr).await;

@@ -2,6 +2,8 @@
 //! (`required` and `optional`), the plain listener beside it, and `https://` upstreams with a
 //! configured CA and a client certificate. Certificates are made at test time with rcgen.
 
+#[path = "support/raw.rs"]
+mod raw;
 mod support;
 mod tls_support;
 
@@ -202,6 +204,61 @@ async fn optional_client_auth_serves_clients_without_a_certificate_by_their_key(
         .unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(trusted.received().len(), 1);
+    gw.stop().await;
+}
+
+/// A raw TLS connection to `gw` offering only `alpn`.
+async fn raw_tls(
+    pki: &Pki,
+    gw: std::net::SocketAddr,
+    alpn: &[u8],
+) -> raw::Conn<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let mut config = pki.client_config(None);
+    config.alpn_protocols = vec![alpn.to_vec()];
+    let tcp = tokio::net::TcpStream::connect(gw).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    raw::Conn::over(tls)
+}
+
+#[tokio::test]
+async fn over_tls_zero_padded_chunk_sizes_leave_the_framing_watch_and_timeout_on() {
+    // hyper serves TLS connections and reads chunk sizes with any number of leading zeros;
+    // the watch that times heads and finds ambiguous framing must follow such a body.
+    let dir = scratch("padded");
+    let pki = Pki::new(&dir, "gw");
+    let server = pki.server("server");
+    let fake = FakeVllm::start().await;
+    let policy = format!(
+        "{}[limits]\nheader_timeout_ms = 300\n",
+        tls_section(&pki, &server, "none")
+    );
+    let gw = gateway(&policy, &fake).await;
+    let padded = "POST /v1/audio/transcriptions HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n000000000000000000005\r\nhello\r\n0\r\n\r\n";
+    let ambiguous = "POST /v1/audio/transcriptions HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+    let mut c = raw_tls(&pki, gw.addr, b"http/1.1").await;
+    c.write(padded.as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 200);
+    c.write(ambiguous.as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 400);
+    assert_eq!(fake.received().len(), 1);
+
+    // And the wait for a head after such a body is still timed.
+    let mut c = raw_tls(&pki, gw.addr, b"http/1.1").await;
+    c.write(padded.as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 200);
+    c.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n")
+        .await;
+    assert!(c.closed_within(raw::VERDICT).await);
+
+    // An idle HTTP/2 connection (ALPN h2) is closed too.
+    let mut c = raw_tls(&pki, gw.addr, b"h2").await;
+    c.write(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await;
+    assert!(c.closed_within(raw::VERDICT).await);
     gw.stop().await;
 }
 

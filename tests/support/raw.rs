@@ -1,5 +1,6 @@
-//! Raw HTTP/1.1 over a tokio `TcpStream`, for requests no well-behaved client would send:
-//! bytes written as given, responses read with a deadline (never a fixed sleep).
+//! Raw HTTP/1.1 over a tokio `TcpStream` (or any stream: TLS), for requests no well-behaved
+//! client would send: bytes written as given, responses read with a deadline (never a
+//! fixed sleep).
 //!
 //! Included with `#[path = "support/raw.rs"] mod raw;` by the tests that need it.
 #![allow(dead_code, unreachable_pub, missing_docs)]
@@ -7,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
@@ -37,15 +38,21 @@ impl RawResponse {
 }
 
 /// A connection with its unread bytes.
-pub struct Conn {
-    pub stream: TcpStream,
+pub struct Conn<S = TcpStream> {
+    pub stream: S,
     buf: Vec<u8>,
 }
 
 impl Conn {
     pub async fn open(addr: SocketAddr) -> Conn {
+        Conn::over(TcpStream::connect(addr).await.unwrap())
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
+    pub fn over(stream: S) -> Conn<S> {
         Conn {
-            stream: TcpStream::connect(addr).await.unwrap(),
+            stream,
             buf: Vec::new(),
         }
     }
