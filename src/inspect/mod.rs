@@ -9,6 +9,7 @@
 
 pub mod coerce;
 pub mod decode;
+mod distinct;
 mod findings;
 mod message;
 mod plain;
@@ -276,20 +277,19 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
             ..Default::default()
         });
     }
-    // In first-appearance order, last value wins; keys compare as decoded (WTF-8) bytes, so
-    // two distinct lone surrogates stay two keys, as in Python.
-    // Each key's decoded bytes (what duplicates compare) with whether its value is an object.
-    let (mut raw, mut keys, mut values): (Vec<(_, bool)>, _, _) =
-        (Vec::new(), Vec::new(), Vec::new());
+    // In first-appearance order, last value wins (`distinct`), with whether each value is
+    // an object.
+    let mut distinct = distinct::Distinct::default();
+    let (mut keys, mut objects, mut values) = (Vec::new(), Vec::new(), Vec::new());
     let empty = sc.members(2, |sc, key| {
         let name = key_bytes(sc.text(), key);
         let (kind, value) = values::scan_value(sc, 3, true)?;
         let is_object = matches!(kind, Kind::Object { .. });
-        match raw.iter().position(|(k, _)| *k == name) {
-            Some(i) => (raw[i].1, values[i]) = (is_object, value),
-            None => {
+        match distinct.place(name.clone()) {
+            (i, false) => (objects[i], values[i]) = (is_object, value),
+            (_, true) => {
                 keys.push(lossy(&name));
-                raw.push((name, is_object));
+                objects.push(is_object);
                 values.push(value);
             }
         }
@@ -298,40 +298,30 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
     Ok(FieldFinding {
         present: true,
         kind: Some(Kind::Object { empty }),
-        non_object_member: raw.iter().position(|(_, object)| !object),
+        non_object_member: objects.iter().position(|object| !object),
         keys,
         occurrences: 0,
         values,
     })
 }
 
-/// The most distinct keys of an object whose values' kinds [`dict_value`] tells: beyond
-/// them, finding the last of duplicate keys would cost more than the check is worth.
-const DICT_KEYS: usize = 32;
-
 /// Scans a top-level object read for no fact, putting its values' kinds into `nested` as
 /// `json.loads` leaves them (of duplicate keys, the last one's), for a `dict[str, V]`
-/// field; with more than [`DICT_KEYS`] distinct keys, none (nothing is refused for them).
+/// field.
 fn dict_value(sc: &mut Scanner<'_>, nested: &mut KindSet) -> Result<Kind, SyntaxError> {
-    let mut last: Vec<(std::borrow::Cow<'_, [u8]>, KindSet)> = Vec::new();
-    let mut known = true;
+    let mut distinct = distinct::Distinct::default();
+    let mut last: Vec<KindSet> = Vec::new();
     let empty = sc.members(2, |sc, key| {
         let start = sc.pos;
         let kind = sc.value(3)?;
-        if known {
-            let name = key_bytes(sc.text(), key);
-            let kinds = sc.kinds(kind, start);
-            match last.iter().position(|(k, _)| *k == name) {
-                Some(i) => last[i].1 = kinds,
-                None if last.len() < DICT_KEYS => last.push((name, kinds)),
-                None => known = false,
-            }
+        let kinds = sc.kinds(kind, start);
+        match distinct.place(key_bytes(sc.text(), key)) {
+            (i, false) => last[i] = kinds,
+            (_, true) => last.push(kinds),
         }
         Ok(())
     })?;
-    if known {
-        *nested = last.iter().fold(KindSet::NONE, |all, (_, k)| all.or(*k));
-    }
+    *nested = last.iter().fold(KindSet::NONE, |all, k| all.or(*k));
     Ok(Kind::Object { empty })
 }
 

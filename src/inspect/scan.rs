@@ -695,7 +695,12 @@ pub fn unescape(raw: &[u8]) -> Vec<u8> {
             i += 1;
             continue;
         }
-        let c = raw[i + 1];
+        // Total on any input (a cut one too): a lone backslash at the end is kept as it is, a
+        // short `u` escape is U+FFFD.
+        let Some(&c) = raw.get(i + 1) else {
+            out.push(b'\\');
+            break;
+        };
         i += 2;
         let simple = match c {
             b'b' => 0x08,
@@ -711,8 +716,8 @@ pub fn unescape(raw: &[u8]) -> Vec<u8> {
             continue;
         }
         let hex = |at: usize| {
-            std::str::from_utf8(&raw[at..at + 4])
-                .ok()
+            raw.get(at..at + 4)
+                .and_then(|h| std::str::from_utf8(h).ok())
                 .and_then(|h| u32::from_str_radix(h, 16).ok())
                 .unwrap_or(0xFFFD)
         };
@@ -847,5 +852,8 @@ mod tests {
         assert_eq!(unescape(br"\ud83d\ude00"), "\u{1F600}".as_bytes());
         assert_eq!(unescape(br"\ud800"), b"\xED\xA0\x80");
         assert_eq!(unescape(br#"\"\\\/\n"#), b"\"\\/\n");
+        // Total on cut escapes.
+        assert_eq!(unescape(br"ab\"), br"ab\");
+        assert_eq!(unescape(br"ab\u00"), "ab\u{FFFD}".as_bytes());
     }
 }

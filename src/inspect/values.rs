@@ -51,13 +51,14 @@ pub(super) fn scan_value(
     open: bool,
 ) -> Result<(Kind, KwargValue), SyntaxError> {
     if open && sc.peek() == Some(b'{') {
+        let mut distinct = super::distinct::Distinct::default();
         let mut members: Vec<(Box<str>, KwargValue)> = Vec::new();
         let empty = sc.members(depth, |sc, key| {
-            let name = super::lossy(&super::key_bytes(sc.text(), key));
+            let name = super::key_bytes(sc.text(), key);
             let (_, value) = scan_value(sc, depth + 1, false)?;
-            match members.iter_mut().find(|(k, _)| **k == *name) {
-                Some(entry) => entry.1 = value,
-                None => members.push((name.into_boxed_str(), value)),
+            match distinct.place(name.clone()) {
+                (i, false) => members[i].1 = value,
+                (_, true) => members.push((super::lossy(&name).into_boxed_str(), value)),
             }
             Ok(())
         })?;
@@ -90,7 +91,7 @@ fn number(raw: &[u8]) -> f64 {
 }
 
 fn text(raw: &[u8]) -> String {
-    let cut = &raw[..raw.len().min(MAX_VALUE_TEXT * 6)];
+    let cut = &raw[..escape_boundary(raw, MAX_VALUE_TEXT * 6)];
     let s = super::lossy(&scan::decoded(cut));
     if s.len() <= MAX_VALUE_TEXT {
         return s;
@@ -100,6 +101,28 @@ fn text(raw: &[u8]) -> String {
         end -= 1;
     }
     s[..end].to_string()
+}
+
+/// About `limit` bytes of a JSON string's raw text (its length, or less so that no escape
+/// is cut).
+fn escape_boundary(raw: &[u8], limit: usize) -> usize {
+    if raw.len() <= limit {
+        return raw.len();
+    }
+    let mut at = 0;
+    while let Some(i) = memchr::memchr(b'\\', &raw[at..limit]) {
+        let escape = at + i;
+        let len = if raw.get(escape + 1) == Some(&b'u') {
+            6
+        } else {
+            2
+        };
+        if escape + len > limit {
+            return escape;
+        }
+        at = escape + len;
+    }
+    limit
 }
 
 #[cfg(test)]
@@ -137,5 +160,46 @@ mod tests {
             panic!("a string")
         };
         assert!(s.len() <= super::MAX_VALUE_TEXT);
+    }
+
+    #[test]
+    fn a_long_string_is_cut_between_escapes_never_inside_one() {
+        let limit = super::MAX_VALUE_TEXT * 6;
+        for escape in [r"\n", r"\u0041", r"\ud83d\ude00", r"\\"] {
+            for before in limit - 12..=limit {
+                let s = format!("{}{escape}{}", "a".repeat(before), "b".repeat(20));
+                let body = format!(r#"{{"mm_processor_kwargs":{{"s":"{s}"}}}}"#);
+                let f = inspect(body.as_bytes(), RENDER_MAX_DEPTH).unwrap();
+                let V::Str(text) = &f.field(Field::MmProcessorKwargs).values[0] else {
+                    panic!("a string")
+                };
+                assert_eq!(text.len(), super::MAX_VALUE_TEXT, "{escape} after {before}");
+            }
+        }
+    }
+
+    #[test]
+    fn many_keys_keep_json_loads_order_and_the_last_duplicate() {
+        // Past the few compared one by one (`distinct`), the same answers.
+        let mut members: Vec<String> = (0..100).map(|i| format!(r#""k{i}":{i}"#)).collect();
+        members.push(r#""k\u0037":{"a":1}"#.into());
+        members.push(r#""k99":"last""#.into());
+        let body = format!(
+            r#"{{"mm_processor_kwargs":{{{m}}},"media_io_kwargs":{{{m}}}}}"#,
+            m = members.join(",")
+        );
+        let f = inspect(body.as_bytes(), RENDER_MAX_DEPTH).unwrap();
+        for field in [Field::MmProcessorKwargs, Field::MediaIoKwargs] {
+            let found = f.field(field);
+            assert_eq!(found.keys.len(), 100);
+            assert_eq!(found.keys[99], "k99");
+            assert_eq!(found.values[3], V::Number(3.0));
+            assert_eq!(found.values[99], V::Str("last".into()));
+        }
+        let V::Object(k7) = &f.field(Field::MmProcessorKwargs).values[7] else {
+            panic!("k7 became an object")
+        };
+        assert_eq!(k7[0], ("a".into(), V::Number(1.0)));
+        assert_eq!(f.field(Field::MediaIoKwargs).non_object_key(), Some("k0"));
     }
 }

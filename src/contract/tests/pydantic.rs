@@ -606,10 +606,18 @@ fn dict_values_are_read_as_json_loads_leaves_them() {
     ] {
         assert_eq!(metadata(taken), gate, "{taken}");
     }
-    // Past 32 distinct keys the last of duplicates is not looked for: nothing is refused.
+    // However many keys (the real server, 40 keys): the last of duplicates counts.
     let many: Vec<String> = (0..40).map(|i| format!(r#""k{i}":"v""#)).collect();
-    let many = format!(r#"{{{},"k0":1}}"#, many.join(","));
-    assert_eq!(metadata(&many), gate);
+    let many = many.join(",");
+    for refused in [r#","k0":1"#, r#","k39":1"#] {
+        let value = format!("{{{many}{refused}}}");
+        let verdict = metadata(&value);
+        assert!(
+            matches!(verdict, Verdict::Invalid(Invalid::FieldType { .. })),
+            "{refused}"
+        );
+    }
+    assert_eq!(metadata(&format!(r#"{{{many},"k0":1,"k0":"v"}}"#)), gate);
 }
 
 /// A chat message's `content` may be null only for the assistant, or for a `function`
