@@ -96,6 +96,28 @@ impl Drop for GaugeGuard {
     }
 }
 
+/// A place in a pool's wait queue, given back when dropped (the wait ended, or the
+/// request was: a client that leaves while queued).
+struct QueueSlot<'a>(&'a AtomicUsize);
+
+impl<'a> QueueSlot<'a> {
+    /// Takes a place in `queue` unless it holds `max` already.
+    fn take(queue: &'a AtomicUsize, max: usize) -> Option<Self> {
+        queue
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| QueueSlot(queue))
+    }
+}
+
+impl Drop for QueueSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// The permits of one admitted request; dropping it releases them.
 pub struct Admission {
     /// Time spent in the wait queue.
@@ -238,10 +260,9 @@ impl Limits {
             Ok((cp, pp)) => return Ok(self.admitted(p, cp, pp, Duration::ZERO)),
             Err(client_waiting) => client_waiting,
         };
-        if p.queued.load(Ordering::Acquire) >= p.max_queue {
+        let Some(slot) = QueueSlot::take(&p.queued, p.max_queue) else {
             return Err(self.refusal(p, c, client_waiting, false));
-        }
-        p.queued.fetch_add(1, Ordering::AcqRel);
+        };
         let queued = GaugeGuard::enter(&p.queue_gauge);
         let start = Instant::now();
         let deadline = start + p.queue_timeout;
@@ -265,8 +286,7 @@ impl Limits {
                 Ok(pp) => Ok((cp, pp)),
             },
         };
-        p.queued.fetch_sub(1, Ordering::AcqRel);
-        drop(queued);
+        drop((slot, queued));
         let (cp, pp) = result?;
         Ok(self.admitted(p, cp, pp, start.elapsed()))
     }

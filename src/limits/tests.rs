@@ -52,6 +52,37 @@ async fn a_client_over_its_share_gets_429_and_a_full_pool_503() {
     assert_eq!(again.waited, Duration::ZERO);
 }
 
+#[tokio::test]
+async fn a_request_dropped_while_queued_gives_its_place_back() {
+    // A client that leaves while queued drops its request's future mid-wait.
+    let (l, _) = limits("");
+    let held = l.admit(0, ClientId::Anonymous).await.unwrap();
+    {
+        let mut waiting = std::pin::pin!(l.admit(0, ClientId::Anonymous));
+        let polled = futures_poll_once(waiting.as_mut()).await;
+        assert!(polled.is_none(), "queued behind the held permit");
+        assert_eq!(l.pools[0].queued.load(Ordering::Acquire), 1);
+    }
+    assert_eq!(l.pools[0].queued.load(Ordering::Acquire), 0);
+    // The one place is free again: a request waits in it instead of being refused at once.
+    let mut waiter = std::pin::pin!(l.admit(0, ClientId::Anonymous));
+    assert!(futures_poll_once(waiter.as_mut()).await.is_none(), "queued");
+    drop(held);
+    assert!(waiter.await.is_ok());
+    assert_eq!(l.pools[0].queued.load(Ordering::Acquire), 0);
+}
+
+/// Polls `f` once: its output if it was ready.
+async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Output> {
+    std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(match std::pin::Pin::new(&mut f).poll(cx) {
+            std::task::Poll::Ready(out) => Some(out),
+            std::task::Poll::Pending => None,
+        })
+    })
+    .await
+}
+
 #[test]
 fn retry_after_rounds_up_to_whole_seconds() {
     assert_eq!(retry_secs(Duration::from_millis(20)), 1);
