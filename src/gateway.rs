@@ -270,6 +270,7 @@ impl Gateway {
         }
         outcome.spoofed_header = self.identifier.drop_spoofed_header(req.headers_mut(), conn);
         let who = self.identifier.identify(req.headers(), conn)?;
+        self.identifier.drop_key_header(req.headers_mut());
         outcome.via = Some(who.via);
         outcome.client = who.client;
         outcome.client_id = match who.client {

@@ -132,6 +132,14 @@ impl Identifier {
         headers.contains_key(h) && !self.is_trusted_source(conn) && headers.remove(h).is_some()
     }
 
+    /// Removes the key header, mmgate's own credential (vLLM never reads it), before the
+    /// request is forwarded.
+    pub fn drop_key_header(&self, headers: &mut HeaderMap) {
+        if let Some(h) = &self.identity.api_key_header {
+            headers.remove(h);
+        }
+    }
+
     /// Identifies one request. A client header is honoured only from the trusted networks.
     pub fn identify(&self, headers: &HeaderMap, conn: &ConnInfo) -> Result<Identified, GateError> {
         let found = |client, via| Identified {
@@ -140,7 +148,12 @@ impl Identifier {
         };
         if let Some(cert) = &conn.peer {
             let names = cert.subject_cn.iter().chain(&cert.sans);
-            if let Some(&i) = names.filter_map(|n| self.certificates.get(n)).next() {
+            let mut owners = names.filter_map(|n| self.certificates.get(n));
+            if let Some(&i) = owners.next() {
+                // Names of two clients in one certificate identify neither.
+                if owners.any(|&other| other != i) {
+                    return self.unknown("the certificate names more than one client");
+                }
                 return Ok(found(i, Via::Certificate));
             }
         }
@@ -188,21 +201,23 @@ impl Identifier {
             .any(|n| n.contains(&ip))
     }
 
-    /// `Authorization: Bearer KEY` (scheme case-insensitive), else the configured key header;
-    /// either one repeated is ambiguous (an appending proxy must not let the client's win).
+    /// The configured key header when the request has it (its `Authorization` is then left
+    /// to vLLM's own `--api-key`), else `Authorization: Bearer KEY` (scheme
+    /// case-insensitive); either one repeated is ambiguous (an appending proxy must not let
+    /// the client's win).
     fn presented_key<'h>(&self, headers: &'h HeaderMap) -> Result<Option<&'h str>, Repeated> {
+        if let Some(h) = &self.identity.api_key_header {
+            if let Some(v) = only(headers, h)? {
+                return Ok(v.to_str().ok().map(str::trim).filter(|k| !k.is_empty()));
+            }
+        }
         let bearer = only(headers, &header::AUTHORIZATION)?
             .and_then(|v| v.to_str().ok())
             .and_then(|v| {
                 let (scheme, key) = v.trim().split_once(' ')?;
                 scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
             });
-        let key = match (bearer, &self.identity.api_key_header) {
-            (Some(key), _) => Some(key),
-            (None, Some(h)) => only(headers, h)?.and_then(|v| v.to_str().ok().map(str::trim)),
-            (None, None) => None,
-        };
-        Ok(key.filter(|k| !k.is_empty()))
+        Ok(bearer.filter(|k| !k.is_empty()))
     }
 
     /// The owner of a key: its digest compared with every configured digest in constant time.

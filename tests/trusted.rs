@@ -17,7 +17,11 @@ async fn each_identity_kind_selects_its_clients_policy() {
         let r = chat(&c, &s, &[h], KWARGS).await;
         assert_eq!(r.status, 200, "{}", r.text());
     }
-    assert_eq!(s.trusted.received().len(), 2);
+    let sent = s.trusted.received();
+    assert_eq!(sent.len(), 2);
+    // Authorization goes on (vLLM's own `--api-key` reads it); the key header is mmgate's.
+    assert_eq!(sent[0].headers["authorization"], auth);
+    assert!(!sent[1].headers.contains_key("x-api-key"));
     // The trusted header from a trusted network (loopback here) identifies the group.
     let r = chat(&c, &s, &[("x-client-id", "partner-b")], KWARGS).await;
     assert_eq!(r.status, 200);

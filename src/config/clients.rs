@@ -168,6 +168,16 @@ pub(super) fn clients(
                     format!("shares an id with clients.{}", earlier.name),
                 );
             }
+            if earlier
+                .certificate_names
+                .iter()
+                .any(|n| client.certificate_names.contains(n))
+            {
+                p.add(
+                    &format!("clients.{}.certificate_names", client.name),
+                    format!("shares a name with clients.{}", earlier.name),
+                );
+            }
         }
         out.push(client);
     }
@@ -275,11 +285,22 @@ fn client(
     let route_to = pool_ref("route_to", &mut c, p);
     let mode = c.str("mode", p).and_then(|m| match m {
         "route" => {
-            if route_to.is_none() {
+            if !trusted {
                 p.add(
+                    &format!("{path}.mode"),
+                    "\"route\" sends offending requests to a trusted pool: needs trusted = true",
+                );
+            }
+            match route_to {
+                None => p.add(
                     &format!("{path}.route_to"),
                     "required with mode = \"route\" (the trusted pool)",
-                );
+                ),
+                Some(id) if !pools[id].trusted => p.add(
+                    &format!("{path}.route_to"),
+                    format!("pool \"{}\" is not trusted", pools[id].name),
+                ),
+                Some(_) => {}
             }
             route_to.map(Mode::Route)
         }

@@ -144,12 +144,31 @@ mode = "strip"
 pool = "nowhere"
 [clients.anonymous]
 key_env = "MMGATE_TEST_UNSET_VARIABLE"
-"#;
-    let Err(ConfigError::Invalid(problems)) = Config::parse(text) else {
+[pools.plain]
+members = ["http://127.0.0.1:9001"]
+[clients.a]
+key_sha256 = ["{K}"]
+header_ids = ["h"]
+certificate_names = ["a.test", "shared.test"]
+trusted = true
+mode = "route"
+route_to = "plain"
+[clients.b]
+key_sha256 = ["{K}"]
+header_ids = ["h"]
+certificate_names = ["shared.test"]
+"#
+    .replace("{K}", &hex::encode(crate::config::digest("k")));
+    let Err(ConfigError::Invalid(problems)) = Config::parse(&text) else {
         panic!("expected problems")
     };
     let all = problems.join("\n");
     for path in [
+        "clients.untrusted.mode: \"route\" sends offending requests to a trusted pool",
+        "clients.a.route_to: pool \"plain\" is not trusted",
+        "clients.b: shares an API key with clients.a",
+        "clients.b.header_ids: shares an id with clients.a",
+        "clients.b.certificate_names: shares a name with clients.a",
         "pools.trusted.bogus: unknown key",
         "pools.trusted.allow.mm_processor_kwargs.max_pixels: min",
         "identity.trusted_networks: required",

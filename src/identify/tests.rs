@@ -22,6 +22,7 @@ key_sha256 = ["{}"]
 certificate_names = ["vision.svc.cluster.local"]
 [clients.batch]
 header_ids = ["batch-a", "batch-b"]
+certificate_names = ["batch.svc.cluster.local"]
 "#,
         if extra == "reject" {
             "reject"
@@ -59,6 +60,18 @@ fn bearer_and_key_header_identify_by_digest() {
         let id = t.identify(&h, &c).unwrap();
         assert_eq!((id.client, id.via), (VISION, Via::ApiKey));
     }
+    // With the key header, `Authorization` is left to vLLM (its own `--api-key`).
+    let h = headers(&[
+        ("authorization", "Bearer vllms-own-key"),
+        ("x-api-key", KEY),
+    ]);
+    let id = t.identify(&h, &c).unwrap();
+    assert_eq!((id.client, id.via), (VISION, Via::ApiKey));
+    let h = headers(&[
+        ("authorization", &format!("Bearer {KEY}")),
+        ("x-api-key", "nope"),
+    ]);
+    assert_eq!(t.identify(&h, &c).unwrap().client, ClientId::Anonymous);
     // The policy holds the digest only: the digest itself is not a key.
     let h = headers(&[(
         "authorization",
@@ -94,6 +107,25 @@ fn certificate_subject_or_san_maps_through_the_policy() {
         .identify(&HeaderMap::new(), &conn("192.0.2.1:1", Some(stranger)))
         .unwrap();
     assert_eq!(id.client, ClientId::Anonymous);
+    // One client named twice is that client; names of two identify neither.
+    let twice = PeerCertificate {
+        subject_cn: Some("vision.svc.cluster.local".into()),
+        sans: vec!["vision.svc.cluster.local".into()],
+    };
+    let id = t
+        .identify(&HeaderMap::new(), &conn("192.0.2.1:1", Some(twice)))
+        .unwrap();
+    assert_eq!(id.client, VISION);
+    let both = PeerCertificate {
+        subject_cn: Some("vision.svc.cluster.local".into()),
+        sans: vec!["batch.svc.cluster.local".into()],
+    };
+    let h = headers(&[("x-api-key", KEY)]);
+    let id = t.identify(&h, &conn("192.0.2.1:1", Some(both.clone())));
+    assert_eq!(id.unwrap().client, ClientId::Anonymous);
+    let (strict, _) = identifier("reject");
+    let refused = strict.identify(&HeaderMap::new(), &conn("192.0.2.1:1", Some(both)));
+    assert!(refused.is_err());
 }
 
 #[test]
