@@ -280,11 +280,19 @@ async fn refused_and_not_forwarded(path: &str, headers: &str, body: &str) {
             .collect::<Vec<_>>()
     );
     match verdict {
-        Ok(r) => assert!(
-            r.status == 400,
-            "{path} with {headers:?}: refused with 400, got {}",
-            r.head
-        ),
+        Ok(r) => {
+            assert!(
+                r.status == 400,
+                "{path} with {headers:?}: refused with 400, got {}",
+                r.head
+            );
+            // Answered by the HTTP server or by the gateway: counted either way.
+            let text = send(&client(), gw.admin, "GET", "/metrics", &[], Bytes::new())
+                .await
+                .text();
+            let framing = r#"mmgate_refusals_total{pool="none",reason="framing"} 1"#;
+            assert!(text.contains(framing), "{path} with {headers:?}: {text}");
+        }
         Err(e) => assert!(e.contains("closed"), "{e}"),
     }
 }
