@@ -470,6 +470,33 @@ async fn http2_prior_knowledge_is_served_with_the_same_gate() {
 }
 
 #[tokio::test]
+async fn a_body_with_more_members_than_mmgate_records_is_refused_in_strip_and_reject() {
+    // Every member of the top-level object and of a gated field is recorded: past
+    // MAX_MEMBERS, the body is not inspected (a bound on what one body can take).
+    let fake = FakeVllm::start().await;
+    let many: Vec<String> = (0..=mmgate::inspect::MAX_MEMBERS)
+        .map(|i| format!(r#""k{i}":0"#))
+        .collect();
+    let body = format!(
+        r#"{{"model":"tiny","mm_processor_kwargs":{{{}}}}}"#,
+        many.join(",")
+    );
+    let c = client();
+    for (mode, forwarded) in [("reject", false), ("strip", false), ("shadow", true)] {
+        fake.clear();
+        let gw = gateway(&format!("[gate]\ndefault = \"{mode}\"\n"), &fake).await;
+        let r = post_json(&c, gw.addr, "/v1/completions", &body).await;
+        if forwarded {
+            assert_eq!(r.status, 200, "{mode}");
+        } else {
+            assert_eq!(r.status, 400, "{mode}");
+            assert!(r.text().contains("more than 10000 members"), "{}", r.text());
+        }
+        assert_eq!(fake.received().len(), usize::from(forwarded), "{mode}");
+    }
+}
+
+#[tokio::test]
 async fn an_idle_http2_connection_is_closed_by_the_header_timeout() {
     let (_fake, gw) = start().await;
     let mut c = Conn::open(gw.addr).await;

@@ -31,6 +31,22 @@ pub use shapes::{ChatForm, CONTENTS};
 pub use tagged::{Key, List, Name, Object, Parts, TagValue, Tagged};
 pub use values::KwargValue;
 
+/// The most members mmgate reads in the top-level object, in a gated field, and in each
+/// object value of a gated field (`media_io_kwargs`' modalities), duplicates included.
+/// Each is recorded, so this bounds what inspecting a body can take (tens of megabytes of
+/// keys would otherwise take many times their size); real requests hold a few dozen.
+pub const MAX_MEMBERS: usize = 10_000;
+
+/// Refuses a member at `key` when `read` members of its object were read already.
+fn within_members(read: usize, key: scan::StrSpan) -> Result<(), SyntaxError> {
+    if read < MAX_MEMBERS {
+        return Ok(());
+    }
+    Err(SyntaxError::TooManyMembers {
+        offset: key.start - 1,
+    })
+}
+
 /// Inspects a body: decodes, validates and extracts the findings.
 pub fn inspect(body: &[u8], max_depth: usize) -> Result<Findings, InspectError> {
     if body.is_empty() {
@@ -103,6 +119,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
         });
     }
     sc.members(1, |sc, key| {
+        within_members(members.len(), key)?;
         let start = key.start - 1;
         let name = key_bytes(sc.text(), key);
         let at = names.len();
@@ -281,7 +298,10 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
     // an object.
     let mut distinct = distinct::Distinct::default();
     let (mut keys, mut objects, mut values) = (Vec::new(), Vec::new(), Vec::new());
+    let mut read = 0;
     let empty = sc.members(2, |sc, key| {
+        within_members(read, key)?;
+        read += 1;
         let name = key_bytes(sc.text(), key);
         let (kind, value) = values::scan_value(sc, 3, true)?;
         let is_object = matches!(kind, Kind::Object { .. });
@@ -305,23 +325,34 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
     })
 }
 
+/// The most distinct keys of an object whose values' kinds [`dict_value`] tells: beyond
+/// them, keeping every key to find the last of duplicates would take more memory than the
+/// check is worth.
+const DICT_KEYS: usize = 1024;
+
 /// Scans a top-level object read for no fact, putting its values' kinds into `nested` as
 /// `json.loads` leaves them (of duplicate keys, the last one's), for a `dict[str, V]`
-/// field.
+/// field; with more than [`DICT_KEYS`] distinct keys, none (nothing is refused for them).
 fn dict_value(sc: &mut Scanner<'_>, nested: &mut KindSet) -> Result<Kind, SyntaxError> {
     let mut distinct = distinct::Distinct::default();
     let mut last: Vec<KindSet> = Vec::new();
+    let mut known = true;
     let empty = sc.members(2, |sc, key| {
         let start = sc.pos;
         let kind = sc.value(3)?;
-        let kinds = sc.kinds(kind, start);
-        match distinct.place(key_bytes(sc.text(), key)) {
-            (i, false) => last[i] = kinds,
-            (_, true) => last.push(kinds),
+        if known {
+            let kinds = sc.kinds(kind, start);
+            match distinct.place(key_bytes(sc.text(), key)) {
+                (i, false) => last[i] = kinds,
+                (_, true) if last.len() < DICT_KEYS => last.push(kinds),
+                (_, true) => known = false,
+            }
         }
         Ok(())
     })?;
-    *nested = last.iter().fold(KindSet::NONE, |all, k| all.or(*k));
+    if known {
+        *nested = last.iter().fold(KindSet::NONE, |all, k| all.or(*k));
+    }
     Ok(Kind::Object { empty })
 }
 

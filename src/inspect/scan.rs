@@ -50,6 +50,16 @@ pub enum SyntaxError {
         /// Offset in the decoded text.
         offset: usize,
     },
+    /// More members than mmgate reads in an object whose members it records (the top-level
+    /// one, a gated field and its object values): a bound on the memory a body can take.
+    #[error(
+        "more than {} members in one object at offset {offset}",
+        super::MAX_MEMBERS
+    )]
+    TooManyMembers {
+        /// Offset in the decoded text.
+        offset: usize,
+    },
 }
 
 /// CPython's error for a string without its closing quote, which names the opening one.
@@ -67,7 +77,8 @@ impl SyntaxError {
             SyntaxError::Invalid { offset, .. }
             | SyntaxError::TooDeep { offset, .. }
             | SyntaxError::NotText { offset }
-            | SyntaxError::IntTooLong { offset } => offset,
+            | SyntaxError::IntTooLong { offset }
+            | SyntaxError::TooManyMembers { offset } => offset,
         }
     }
 }

@@ -246,3 +246,43 @@ fn syntax_errors_are_pythons_message_and_position() {
     let deep = format!("{}Nan{}", "[".repeat(970), "]".repeat(970));
     assert_eq!(json(deep.as_bytes()).0, "Expecting value");
 }
+
+#[test]
+fn objects_whose_members_are_recorded_hold_at_most_max_members() {
+    let members = |n: usize| -> String {
+        (0..n)
+            .map(|i| format!(r#""k{i}":0"#))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let (at, over) = (members(MAX_MEMBERS), members(MAX_MEMBERS + 1));
+    for (body, fits) in [
+        (format!("{{{at}}}"), true),
+        (format!("{{{over}}}"), false),
+        (format!(r#"{{"mm_processor_kwargs":{{{at}}}}}"#), true),
+        (format!(r#"{{"mm_processor_kwargs":{{{over}}}}}"#), false),
+        // A gated field's object values (`media_io_kwargs`' modalities) are recorded too.
+        (
+            format!(r#"{{"media_io_kwargs":{{"image":{{{over}}}}}}}"#),
+            false,
+        ),
+        (
+            format!(r#"{{"mm_processor_kwargs":{{"a":{{{over}}}}}}}"#),
+            false,
+        ),
+        // Members read for nothing, or only for their values' kinds, are not recorded.
+        (format!(r#"{{"extra_args":{{{over}}}}}"#), true),
+        (format!(r#"{{"metadata":{{{over}}}}}"#), true),
+        (
+            format!(r#"{{"mm_processor_kwargs":{{"a":{{"b":{{{over}}}}}}}}}"#),
+            true,
+        ),
+    ] {
+        let found = inspect(body.as_bytes(), RENDER_MAX_DEPTH);
+        let refused = matches!(
+            found,
+            Err(InspectError::Syntax(SyntaxError::TooManyMembers { .. }))
+        );
+        assert_eq!(refused, !fits, "{}", &body[..40]);
+    }
+}
