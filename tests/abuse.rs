@@ -471,16 +471,13 @@ async fn http2_prior_knowledge_is_served_with_the_same_gate() {
 
 #[tokio::test]
 async fn a_body_with_more_members_than_mmgate_records_is_refused_in_strip_and_reject() {
-    // Every member of the top-level object and of a gated field is recorded: past
-    // MAX_MEMBERS, the body is not inspected (a bound on what one body can take).
+    // Every member of the top-level object is recorded: past MAX_MEMBERS, the body is not
+    // inspected (a bound on what one body can take).
     let fake = FakeVllm::start().await;
-    let many: Vec<String> = (0..=mmgate::inspect::MAX_MEMBERS)
+    let many: Vec<String> = (0..mmgate::inspect::MAX_MEMBERS)
         .map(|i| format!(r#""k{i}":0"#))
         .collect();
-    let body = format!(
-        r#"{{"model":"tiny","mm_processor_kwargs":{{{}}}}}"#,
-        many.join(",")
-    );
+    let body = format!(r#"{{{},"mm_processor_kwargs":{{"a":1}}}}"#, many.join(","));
     let c = client();
     for (mode, forwarded) in [("reject", false), ("strip", false), ("shadow", true)] {
         fake.clear();

@@ -31,10 +31,10 @@ pub use shapes::{ChatForm, CONTENTS};
 pub use tagged::{Key, List, Name, Object, Parts, TagValue, Tagged};
 pub use values::KwargValue;
 
-/// The most members mmgate reads in the top-level object, in a gated field, and in each
-/// object value of a gated field (`media_io_kwargs`' modalities), duplicates included.
-/// Each is recorded, so this bounds what inspecting a body can take (tens of megabytes of
-/// keys would otherwise take many times their size); real requests hold a few dozen.
+/// The most members mmgate reads in the top-level object, duplicates included. Each is
+/// recorded, so this bounds what inspecting a body can take (tens of megabytes of keys
+/// would otherwise take many times their size); real requests hold a few dozen. (What is
+/// recorded inside members is bounded by [`scan::MAX_RECORDED`].)
 pub const MAX_MEMBERS: usize = 10_000;
 
 /// Refuses a member at `key` when `read` members of its object were read already.
@@ -44,6 +44,8 @@ fn within_members(read: usize, key: scan::StrSpan) -> Result<(), SyntaxError> {
     }
     Err(SyntaxError::TooManyMembers {
         offset: key.start - 1,
+        limit: MAX_MEMBERS,
+        scope: "in the top-level object",
     })
 }
 
@@ -298,10 +300,8 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
     // an object.
     let mut distinct = distinct::Distinct::default();
     let (mut keys, mut objects, mut values) = (Vec::new(), Vec::new(), Vec::new());
-    let mut read = 0;
     let empty = sc.members(2, |sc, key| {
-        within_members(read, key)?;
-        read += 1;
+        sc.record()?;
         let name = key_bytes(sc.text(), key);
         let (kind, value) = values::scan_value(sc, 3, true)?;
         let is_object = matches!(kind, Kind::Object { .. });

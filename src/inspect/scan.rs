@@ -50,15 +50,16 @@ pub enum SyntaxError {
         /// Offset in the decoded text.
         offset: usize,
     },
-    /// More members than mmgate reads in an object whose members it records (the top-level
-    /// one, a gated field and its object values): a bound on the memory a body can take.
-    #[error(
-        "more than {} members in one object at offset {offset}",
-        super::MAX_MEMBERS
-    )]
+    /// More members than mmgate records (in the top-level object, or inside its members:
+    /// [`MAX_RECORDED`]): a bound on the memory a body can take.
+    #[error("more than {limit} members {scope} at offset {offset}")]
     TooManyMembers {
         /// Offset in the decoded text.
         offset: usize,
+        /// The bound.
+        limit: usize,
+        /// Where: in the top-level object, or inside its members.
+        scope: &'static str,
     },
 }
 
@@ -78,7 +79,7 @@ impl SyntaxError {
             | SyntaxError::TooDeep { offset, .. }
             | SyntaxError::NotText { offset }
             | SyntaxError::IntTooLong { offset }
-            | SyntaxError::TooManyMembers { offset } => offset,
+            | SyntaxError::TooManyMembers { offset, .. } => offset,
         }
     }
 }
@@ -211,7 +212,16 @@ pub struct Scanner<'a> {
     stack: Vec<bool>,
     inner: KindSet,
     inner_len: usize,
+    /// Members recorded so far in objects read as tagged types ([`Scanner::record`]).
+    recorded: usize,
 }
+
+/// The most values recorded inside the top-level members of one body: the members of
+/// the gated fields and of their object values (`media_io_kwargs`' modalities), of the
+/// objects read as tagged types (a message, a Responses item, a tool, a score input ...
+/// and the objects in their lists), and `include` words. Each is kept with its key and
+/// kinds; real requests hold a few thousand.
+pub const MAX_RECORDED: usize = 100_000;
 
 impl<'a> Scanner<'a> {
     /// A scanner over `text` that refuses nesting deeper than `max_depth` containers.
@@ -223,7 +233,22 @@ impl<'a> Scanner<'a> {
             stack: Vec::new(),
             inner: KindSet::NONE,
             inner_len: 0,
+            recorded: 0,
         }
+    }
+
+    /// Counts one value recorded inside a top-level member, at most [`MAX_RECORDED`] in
+    /// the body.
+    pub fn record(&mut self) -> Result<(), SyntaxError> {
+        self.recorded += 1;
+        if self.recorded <= MAX_RECORDED {
+            return Ok(());
+        }
+        Err(SyntaxError::TooManyMembers {
+            offset: self.pos,
+            limit: MAX_RECORDED,
+            scope: "inside the top-level members mmgate reads",
+        })
     }
 
     /// The kinds of the elements of the array scanned last ([`Scanner::value`] or

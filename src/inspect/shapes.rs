@@ -233,6 +233,7 @@ fn word_list(sc: &mut Scanner<'_>, strings: &mut Vec<Vec<u8>>) -> Result<Kind, S
         if sc.peek() != Some(b'"') {
             return sc.value(3);
         }
+        sc.record()?;
         let s = sc.string()?;
         strings.push(key_bytes(sc.text(), s).into_owned());
         Ok(Kind::Str {

@@ -247,6 +247,7 @@ impl<'k> Reader<'k> {
         key: &[u8],
         read: impl FnOnce(&mut Scanner<'_>) -> Result<Kind, SyntaxError>,
     ) -> Result<Kind, SyntaxError> {
+        sc.record()?;
         let start = sc.pos;
         let kind = read(sc)?;
         let token = &sc.text()[start..sc.pos];

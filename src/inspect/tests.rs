@@ -248,33 +248,34 @@ fn syntax_errors_are_pythons_message_and_position() {
 }
 
 #[test]
-fn objects_whose_members_are_recorded_hold_at_most_max_members() {
+fn what_a_body_records_is_bounded() {
     let members = |n: usize| -> String {
         (0..n)
             .map(|i| format!(r#""k{i}":0"#))
             .collect::<Vec<_>>()
             .join(",")
     };
+    let items = |n: usize| -> String { vec![r#"{"role":"user","content":"x"}"#; n].join(",") };
     let (at, over) = (members(MAX_MEMBERS), members(MAX_MEMBERS + 1));
+    let (all, more) = (members(scan::MAX_RECORDED), members(scan::MAX_RECORDED + 1));
+    // Two members recorded per message.
+    let (half, past) = (scan::MAX_RECORDED / 2, scan::MAX_RECORDED / 2 + 1);
     for (body, fits) in [
         (format!("{{{at}}}"), true),
         (format!("{{{over}}}"), false),
-        (format!(r#"{{"mm_processor_kwargs":{{{at}}}}}"#), true),
-        (format!(r#"{{"mm_processor_kwargs":{{{over}}}}}"#), false),
-        // A gated field's object values (`media_io_kwargs`' modalities) are recorded too.
+        (format!(r#"{{"mm_processor_kwargs":{{{all}}}}}"#), true),
+        (format!(r#"{{"mm_processor_kwargs":{{{more}}}}}"#), false),
         (
-            format!(r#"{{"media_io_kwargs":{{"image":{{{over}}}}}}}"#),
+            format!(r#"{{"media_io_kwargs":{{"image":{{{more}}}}}}}"#),
             false,
         ),
-        (
-            format!(r#"{{"mm_processor_kwargs":{{"a":{{{over}}}}}}}"#),
-            false,
-        ),
+        (format!(r#"{{"input":[{}]}}"#, items(half)), true),
+        (format!(r#"{{"input":[{}]}}"#, items(past)), false),
         // Members read for nothing, or only for their values' kinds, are not recorded.
-        (format!(r#"{{"extra_args":{{{over}}}}}"#), true),
-        (format!(r#"{{"metadata":{{{over}}}}}"#), true),
+        (format!(r#"{{"extra_args":{{{more}}}}}"#), true),
+        (format!(r#"{{"metadata":{{{more}}}}}"#), true),
         (
-            format!(r#"{{"mm_processor_kwargs":{{"a":{{"b":{{{over}}}}}}}}}"#),
+            format!(r#"{{"mm_processor_kwargs":{{"a":{{"b":{{{more}}}}}}}}}"#),
             true,
         ),
     ] {

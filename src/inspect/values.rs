@@ -53,10 +53,8 @@ pub(super) fn scan_value(
     if open && sc.peek() == Some(b'{') {
         let mut distinct = super::distinct::Distinct::default();
         let mut members: Vec<(Box<str>, KwargValue)> = Vec::new();
-        let mut read = 0;
         let empty = sc.members(depth, |sc, key| {
-            super::within_members(read, key)?;
-            read += 1;
+            sc.record()?;
             let name = super::key_bytes(sc.text(), key);
             let (_, value) = scan_value(sc, depth + 1, false)?;
             match distinct.place(name.clone()) {
