@@ -568,16 +568,22 @@ mod tests {
         }
     }
 
-    /// Feeds `input` in pieces of `step` bytes; returns the heads seen and the ambiguous
-    /// request's index.
-    fn watch(input: &[u8], step: usize) -> (u64, Option<u64>) {
+    /// A connection's watch before its first byte, and what it shares.
+    fn fresh() -> (Framing, Arc<Progress>) {
         let progress = Arc::new(Progress::new());
-        let mut framing = Framing {
+        let framing = Framing {
             state: State::Head,
             pending: Vec::new(),
             heads: 0,
             progress: progress.clone(),
         };
+        (framing, progress)
+    }
+
+    /// Feeds `input` in pieces of `step` bytes; returns the heads seen and the ambiguous
+    /// request's index.
+    fn watch(input: &[u8], step: usize) -> (u64, Option<u64>) {
+        let (mut framing, progress) = fresh();
         for piece in input.chunks(step) {
             framing.feed(piece);
         }
@@ -650,13 +656,7 @@ mod tests {
 
     #[test]
     fn an_http2_connection_is_timed_while_no_request_is_open() {
-        let progress = Arc::new(Progress::new());
-        let mut framing = Framing {
-            state: State::Head,
-            pending: Vec::new(),
-            heads: 0,
-            progress: progress.clone(),
-        };
+        let (mut framing, progress) = fresh();
         for piece in b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0".chunks(5) {
             framing.feed(piece);
         }

@@ -86,10 +86,13 @@ async fn a_keep_alive_connection_idle_after_a_response_is_closed_by_the_header_t
     assert!(c.closed_within(VERDICT).await);
 }
 
-#[tokio::test]
-async fn an_answer_slower_than_the_header_timeout_is_not_cut_off() {
-    // The header timeout times waits for a request head, never a request being answered
-    // (a long generation), and it times the wait that follows the late answer.
+/// A gateway with a 300 ms header timeout in front of an upstream that holds each request
+/// until given a permit.
+async fn holding() -> (
+    std::sync::Arc<tokio::sync::Semaphore>,
+    FakeVllm,
+    mmgate::server::Running,
+) {
     let hold = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
     let fake = FakeVllm::start_with(FakeOpts {
         hold: Some(hold.clone()),
@@ -101,17 +104,29 @@ async fn an_answer_slower_than_the_header_timeout_is_not_cut_off() {
         &fake,
     )
     .await;
-    let mut c = Conn::open(gw.addr).await;
-    c.write(post(CHAT, CLEAN).as_bytes()).await;
-    let upstream = &fake;
+    (hold, fake, gw)
+}
+
+/// Waits for the upstream to hold a request, lets three header timeouts pass (the time
+/// passing is what is under test, nothing waits on it for synchronisation), then lets the
+/// upstream answer.
+async fn answer_late(hold: &tokio::sync::Semaphore, fake: &FakeVllm) {
     eventually("the upstream to hold the request", || async move {
-        !upstream.received().is_empty()
+        !fake.received().is_empty()
     })
     .await;
-    // Three header timeouts pass while the upstream thinks: the passing time is what is
-    // under test here, nothing waits on it for synchronisation.
     tokio::time::sleep(std::time::Duration::from_millis(900)).await;
     hold.add_permits(1);
+}
+
+#[tokio::test]
+async fn an_answer_slower_than_the_header_timeout_is_not_cut_off() {
+    // The header timeout times waits for a request head, never a request being answered
+    // (a long generation), and it times the wait that follows the late answer.
+    let (hold, fake, gw) = holding().await;
+    let mut c = Conn::open(gw.addr).await;
+    c.write(post(CHAT, CLEAN).as_bytes()).await;
+    answer_late(&hold, &fake).await;
     let r = c.response().await.unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(
@@ -505,13 +520,7 @@ async fn an_idle_http2_connection_is_closed_by_the_header_timeout() {
 
 #[tokio::test]
 async fn an_http2_answer_slower_than_the_header_timeout_is_not_cut_off() {
-    let hold = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
-    let fake = FakeVllm::start_with(FakeOpts {
-        hold: Some(hold.clone()),
-        ..Default::default()
-    })
-    .await;
-    let gw = gateway("[limits]\nheader_timeout_ms = 300\n", &fake).await;
+    let (hold, fake, gw) = holding().await;
     let h2: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
         .http2_only(true)
         .build_http();
@@ -520,15 +529,7 @@ async fn an_http2_answer_slower_than_the_header_timeout_is_not_cut_off() {
         .body(Full::new(Bytes::from(CLEAN)))
         .unwrap();
     let res = tokio::spawn(h2.request(req));
-    let upstream = &fake;
-    eventually("the upstream to hold the request", || async move {
-        !upstream.received().is_empty()
-    })
-    .await;
-    // Three header timeouts pass while the upstream thinks (the time passing is what is
-    // under test, nothing waits on it for synchronisation).
-    tokio::time::sleep(std::time::Duration::from_millis(900)).await;
-    hold.add_permits(1);
+    answer_late(&hold, &fake).await;
     let res = tokio::time::timeout(VERDICT, res)
         .await
         .unwrap()

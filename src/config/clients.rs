@@ -151,32 +151,30 @@ pub(super) fn clients(
             continue;
         }
         let client = client(name, c, identity, pools, p);
+        // A credential identifies one client: none may be shared.
+        fn shares<T: PartialEq>(a: &[T], b: &[T]) -> bool {
+            a.iter().any(|x| b.contains(x))
+        }
         for earlier in &out {
-            if earlier.keys.iter().any(|k| client.keys.contains(k)) {
-                p.add(
-                    &format!("clients.{}", client.name),
-                    format!("shares an API key with clients.{}", earlier.name),
-                );
-            }
-            if earlier
-                .header_ids
-                .iter()
-                .any(|h| client.header_ids.contains(h))
-            {
-                p.add(
-                    &format!("clients.{}.header_ids", client.name),
-                    format!("shares an id with clients.{}", earlier.name),
-                );
-            }
-            if earlier
-                .certificate_names
-                .iter()
-                .any(|n| client.certificate_names.contains(n))
-            {
-                p.add(
-                    &format!("clients.{}.certificate_names", client.name),
-                    format!("shares a name with clients.{}", earlier.name),
-                );
+            for (shared, path, what) in [
+                (shares(&earlier.keys, &client.keys), "", "an API key"),
+                (
+                    shares(&earlier.header_ids, &client.header_ids),
+                    ".header_ids",
+                    "an id",
+                ),
+                (
+                    shares(&earlier.certificate_names, &client.certificate_names),
+                    ".certificate_names",
+                    "a name",
+                ),
+            ] {
+                if shared {
+                    p.add(
+                        &format!("clients.{}{path}", client.name),
+                        format!("shares {what} with clients.{}", earlier.name),
+                    );
+                }
             }
         }
         out.push(client);
