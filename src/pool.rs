@@ -59,7 +59,8 @@ impl Pool {
     }
 
     /// Builds a pool for a reloaded policy: a member whose URL `previous` (the pool of the
-    /// same name before) also had keeps its health and in-flight count.
+    /// same name before) also had keeps its in-flight count, and its health while the pool
+    /// is checked.
     pub fn succeed(id: PoolId, cfg: &PoolConfig, previous: Option<&Pool>) -> Self {
         let kept = |m: &crate::config::Upstream| {
             previous
@@ -84,6 +85,10 @@ impl Pool {
                             Arc::new(AtomicUsize::new(0)),
                         )
                     });
+                    if cfg.health.is_none() {
+                        // Nothing would ever mark it up again: without checks, always tried.
+                        healthy.store(true, Ordering::Relaxed);
+                    }
                     Member {
                         upstream: Upstream::new(m),
                         url: m.url.clone(),
@@ -266,6 +271,15 @@ mod tests {
         let next = Pool::succeed(0, &c.pools[0], Some(&p));
         assert!(!next.members[0].healthy.load(Ordering::Acquire));
         assert!(next.members[1].healthy.load(Ordering::Acquire));
+        // Reloaded without health checks, nothing would mark it up again: it is tried.
+        let c = Config::parse(
+            "[pools.default]\nmembers = [\"http://127.0.0.1:1\"]\nhealth_check = false\n",
+        )
+        .unwrap();
+        let unchecked = Pool::succeed(0, &c.pools[0], Some(&next));
+        assert!(unchecked.health.is_none());
+        assert!(unchecked.available());
+        assert_eq!(unchecked.pick().unwrap().0.authority(), "127.0.0.1:1");
     }
 
     #[test]
