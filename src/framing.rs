@@ -18,6 +18,7 @@
 
 mod deadline;
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -101,18 +102,26 @@ const MAX_LINE: usize = 80 * 1024;
 const MAX_HEADERS: usize = 128;
 
 /// A stream whose reads are watched for ambiguous request framing and timed while a
-/// request head is awaited.
+/// request head is awaited, and whose writes are timed while the client takes nothing.
 #[derive(Debug)]
 pub struct Watched<S> {
     inner: S,
     framing: Framing,
     deadline: HeadDeadline,
+    /// How long a write may wait for the client to take any of it.
+    send_timeout: Duration,
+    /// While a write waits: its deadline.
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<S> Watched<S> {
-    /// Wraps `inner`, allowing each request head `header_timeout`; the returned
-    /// [`Progress`] is shared with the connection's service.
-    pub fn new(inner: S, header_timeout: Duration) -> (Self, Arc<Progress>) {
+    /// Wraps `inner`, allowing each request head `header_timeout` and each write
+    /// `send_timeout`; the returned [`Progress`] is shared with the connection's service.
+    pub fn new(
+        inner: S,
+        header_timeout: Duration,
+        send_timeout: Duration,
+    ) -> (Self, Arc<Progress>) {
         let progress = Arc::new(Progress::new());
         let framing = Framing {
             state: State::Head,
@@ -126,6 +135,8 @@ impl<S> Watched<S> {
                 inner,
                 framing,
                 deadline,
+                send_timeout,
+                stall: None,
             },
             progress,
         )
@@ -161,13 +172,40 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     }
 }
 
+impl<S> Watched<S> {
+    /// A write's outcome, failed once it has waited `send_timeout` for the client (which
+    /// ends the connection, and so releases what its requests hold).
+    fn timed<T>(
+        &mut self,
+        polled: Poll<io::Result<T>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.stall = None;
+            return polled;
+        }
+        let timeout = self.send_timeout;
+        let stall = self
+            .stall
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match stall.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client took nothing within limits.send_timeout_ms",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
 impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.timed(polled, cx)
     }
 
     fn poll_write_vectored(
@@ -175,7 +213,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.timed(polled, cx)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -183,7 +222,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        let polled = Pin::new(&mut self.inner).poll_flush(cx);
+        self.timed(polled, cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

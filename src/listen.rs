@@ -325,7 +325,8 @@ where
 {
     let https = tls.is_some();
     let conn = Arc::new(ConnInfo::new(next_id(), remote, local, tls));
-    let (stream, progress) = Watched::new(stream, header_timeout);
+    let send_timeout = live.gateway().config().limits.send_timeout;
+    let (stream, progress) = Watched::new(stream, header_timeout, send_timeout);
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let exchange = progress.begin();
         if req.version() < http::Version::HTTP_2 && exchange.ambiguous() {

@@ -508,6 +508,44 @@ async fn a_body_with_more_members_than_mmgate_records_is_refused_in_strip_and_re
     }
 }
 
+/// A gateway in front of a fake vLLM whose streamed answers run to 200,000 events (some
+/// 20 MB, more than the loopback's socket buffers hold), with `limits` lines added.
+async fn long_streams(limits: &str) -> (FakeVllm, mmgate::server::Running) {
+    let fake = FakeVllm::start_with(FakeOpts {
+        sse_events: Some(200_000),
+        ..Default::default()
+    })
+    .await;
+    let gw = gateway(&format!("[limits]\n{limits}\n"), &fake).await;
+    (fake, gw)
+}
+
+#[tokio::test]
+async fn a_client_that_takes_none_of_its_answer_is_let_go_after_the_send_timeout() {
+    // Its request holds a permit, gauges and the upstream exchange while the answer is
+    // written: a client that stops reading must not hold them for ever.
+    let (_fake, gw) = long_streams("send_timeout_ms = 300").await;
+    let mut c = Conn::open(gw.addr).await;
+    let body = r#"{"model":"tiny","messages":[],"stream":true}"#;
+    c.write(post(CHAT, body).as_bytes()).await;
+    let (c2, admin) = (client(), gw.admin);
+    let in_flight = || async {
+        metric(&c2, admin, "mmgate_in_flight_requests")
+            .await
+            .unwrap_or(0.0)
+    };
+    eventually("the request to be in flight", || async {
+        in_flight().await == 1.0
+    })
+    .await;
+    // The client reads nothing; the gateway gives up on it and lets the request go.
+    eventually("the stalled request to be let go", || async {
+        in_flight().await == 0.0
+    })
+    .await;
+    drop(c);
+}
+
 #[tokio::test]
 async fn an_idle_http2_connection_is_closed_by_the_header_timeout() {
     let (_fake, gw) = start().await;

@@ -263,6 +263,46 @@ async fn over_tls_zero_padded_chunk_sizes_leave_the_framing_watch_and_timeout_on
 }
 
 #[tokio::test]
+async fn over_tls_a_client_that_takes_none_of_its_answer_is_let_go() {
+    let dir = scratch("stalled");
+    let pki = Pki::new(&dir, "gw");
+    let server = pki.server("server");
+    let fake = FakeVllm::start_with(FakeOpts {
+        sse_events: Some(200_000),
+        ..Default::default()
+    })
+    .await;
+    let policy = format!(
+        "{}[limits]\nsend_timeout_ms = 300\n",
+        tls_section(&pki, &server, "none")
+    );
+    let gw = gateway(&policy, &fake).await;
+    let body = r#"{"model":"tiny","messages":[],"stream":true}"#;
+    let mut c = raw_tls(&pki, gw.addr, b"http/1.1").await;
+    let head = format!(
+        "POST {CHAT} HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    c.write(head.as_bytes()).await;
+    let (c2, admin) = (client(), gw.admin);
+    let in_flight = || async {
+        metric(&c2, admin, "mmgate_in_flight_requests")
+            .await
+            .unwrap_or(0.0)
+    };
+    eventually("the request to be in flight", || async {
+        in_flight().await == 1.0
+    })
+    .await;
+    eventually("the stalled request to be let go", || async {
+        in_flight().await == 0.0
+    })
+    .await;
+    drop(c);
+    gw.stop().await;
+}
+
+#[tokio::test]
 async fn plain_http_stays_available_beside_the_tls_listener() {
     let dir = scratch("plain");
     let pki = Pki::new(&dir, "gw");

@@ -97,6 +97,9 @@ pub struct Limits {
     pub max_json_depth: Option<usize>,
     /// Time allowed to read the request headers.
     pub header_timeout: Duration,
+    /// Time a client may take to accept a write of its response (the gathered bytes, at
+    /// most 256 KiB); past it, the client is gone.
+    pub send_timeout: Duration,
     /// Time allowed to read a gated request's body.
     pub body_timeout: Duration,
 }
@@ -232,6 +235,7 @@ impl Config {
                 .map(|d| d as usize),
             header_timeout: ms(&mut lim, "header_timeout_ms", 30_000, &mut p),
             body_timeout: ms(&mut lim, "body_timeout_ms", 120_000, &mut p),
+            send_timeout: ms(&mut lim, "send_timeout_ms", 120_000, &mut p),
         };
         lim.finish(&mut p);
         let pools = pools::pools(&mut root, limits.max_body_bytes, &mut watched, &mut p);

@@ -168,6 +168,7 @@ pub async fn serve(
             version,
             head: is_head,
             keep_alive: head.keep_alive && body_done && !*stopping.borrow(),
+            send_timeout: gateway.config().limits.send_timeout,
         };
         match write::respond(&mut io, &mut out, &shared, answer, asked).await {
             Ok(true) => wait_began = Instant::now(),

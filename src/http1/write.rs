@@ -13,9 +13,9 @@
 //! answers other requests ([`end_of_pass`]).
 
 use std::cell::Cell;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::task::Poll;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::{header, StatusCode, Version};
 use http_body::Body as _;
@@ -46,6 +46,8 @@ pub(super) struct Asked {
     pub(super) head: bool,
     /// Whether the connection may carry another request after this response.
     pub(super) keep_alive: bool,
+    /// How long the client may take to accept one write (`limits.send_timeout_ms`).
+    pub(super) send_timeout: Duration,
 }
 
 /// Writes `res` for a request as `asked` says; whether the connection can carry another
@@ -133,7 +135,7 @@ pub(super) async fn respond(
 
     if framing == Framing::None {
         end_of_pass().await;
-        out.flush(io).await.map_err(drop)?;
+        send(io, out, asked.send_timeout).await?;
         return Ok(keep_alive);
     }
     let mut sent = 0u64;
@@ -155,7 +157,7 @@ pub(super) async fn respond(
         let frame = match next {
             None if out.len() > 0 => {
                 end_of_pass().await;
-                out.flush(io).await.map_err(drop)?;
+                send(io, out, asked.send_timeout).await?;
                 continue;
             }
             None => return Err(()),
@@ -167,7 +169,7 @@ pub(super) async fn respond(
             // before the body's end (a chunked body without its last chunk, fewer bytes
             // than the length), and when the close is the end, from a reset.
             Some(Err(_)) => {
-                out.flush(io).await.map_err(drop)?;
+                send(io, out, asked.send_timeout).await?;
                 if framing == Framing::Close {
                     shared.lock().reset_on_close();
                 }
@@ -180,7 +182,7 @@ pub(super) async fn respond(
                     _ => {}
                 }
                 end_of_pass().await;
-                out.flush(io).await.map_err(drop)?;
+                send(io, out, asked.send_timeout).await?;
                 return Ok(keep_alive);
             }
         };
@@ -195,7 +197,7 @@ pub(super) async fn respond(
                 // More than the body declared: the declared part, then the connection ends.
                 let fits = usize::try_from(n - sent).unwrap_or(0);
                 out.put_bytes(data.slice(..fits));
-                out.flush(io).await.map_err(drop)?;
+                send(io, out, asked.send_timeout).await?;
                 return Err(());
             }
         }
@@ -248,6 +250,23 @@ async fn end_of_pass() {
     if ANSWERING.with(Cell::get) > 1 {
         tokio::task::yield_now().await;
     }
+}
+
+/// Writes what `out` gathered. A client that has not taken it within `limit` is gone:
+/// `Err`, and the response is dropped, which releases what the request holds (permits,
+/// the upstream exchange), as when a client leaves.
+async fn send(io: &mut OwnedWriteHalf, out: &mut Gather, limit: Duration) -> Result<(), ()> {
+    let mut flush = std::pin::pin!(out.flush(io));
+    let mut timer = None;
+    poll_fn(|cx| {
+        if let Poll::Ready(done) = flush.as_mut().poll(cx) {
+            return Poll::Ready(done.map_err(drop));
+        }
+        // Nearly every write finishes at once: a timer is made only for one that waits.
+        let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        timer.as_mut().poll(cx).map(|()| Err(()))
+    })
+    .await
 }
 
 /// Writes a response that refuses a request head, and says the connection closes. A 400
