@@ -68,24 +68,53 @@ pub struct Decoded<'a> {
     bom: usize,
 }
 
-impl Decoded<'_> {
+impl<'a> Decoded<'a> {
     /// Maps an offset in `text` back to the offset of the same character in the original body.
     pub fn original_offset(&self, pos: usize) -> usize {
-        match self.encoding {
-            Encoding::Utf8 | Encoding::Utf8Bom => self.bom + pos,
-            enc => {
-                let prefix = &self.text[..pos];
-                // Every character starts with a non-continuation byte; supplementary characters
-                // (4-byte sequences) take two UTF-16 code units.
-                let chars = prefix.iter().filter(|&&b| (b & 0xC0) != 0x80).count();
-                let extra = if enc.unit() == 2 {
-                    prefix.iter().filter(|&&b| b >= 0xF0).count()
-                } else {
-                    0
-                };
-                self.bom + enc.unit() * (chars + extra)
-            }
+        self.offsets().map(pos)
+    }
+
+    /// A mapper of offsets in `text` back to the original body, for offsets in increasing
+    /// order: each costs the text between it and the one before (not the whole prefix).
+    pub fn offsets(&self) -> Offsets<'_, 'a> {
+        Offsets {
+            decoded: self,
+            at: 0,
+            units: 0,
         }
+    }
+}
+
+/// Offsets in a decoded text mapped back to the original body ([`Decoded::offsets`]).
+pub struct Offsets<'d, 'a> {
+    decoded: &'d Decoded<'a>,
+    /// The text offset mapped last, and the code units before it in the original body.
+    at: usize,
+    units: usize,
+}
+
+impl Offsets<'_, '_> {
+    /// The original offset of the character at `pos` in the text (a character boundary).
+    pub fn map(&mut self, pos: usize) -> usize {
+        let d = self.decoded;
+        let unit = match d.encoding {
+            Encoding::Utf8 | Encoding::Utf8Bom => return d.bom + pos,
+            enc => enc.unit(),
+        };
+        if pos < self.at {
+            (self.at, self.units) = (0, 0);
+        }
+        let between = &d.text[self.at..pos];
+        // Every character starts with a non-continuation byte; supplementary characters
+        // (4-byte sequences) take two UTF-16 code units.
+        let chars = between.iter().filter(|&&b| (b & 0xC0) != 0x80).count();
+        let extra = if unit == 2 {
+            between.iter().filter(|&&b| b >= 0xF0).count()
+        } else {
+            0
+        };
+        (self.at, self.units) = (pos, self.units + chars + extra);
+        d.bom + unit * self.units
     }
 }
 
@@ -315,6 +344,38 @@ mod tests {
         let text = std::str::from_utf8(&d.text).unwrap();
         let pos = text.find(':').unwrap();
         assert_eq!(d.original_offset(pos), 10);
+    }
+
+    #[test]
+    fn offsets_in_order_map_as_each_alone() {
+        let body = "{\"a\u{1F600}\":1,\"\u{e9}\":[2],\"c\":\"\u{1F600}\u{e9}x\"}";
+        let chars: Vec<usize> = body.char_indices().map(|(i, _)| i).collect();
+        for encoded in [
+            utf16le(body),
+            body.encode_utf16().flat_map(|u| u.to_be_bytes()).collect(),
+            body.chars()
+                .flat_map(|c| (c as u32).to_le_bytes())
+                .collect(),
+            [b"\xEF\xBB\xBF", body.as_bytes()].concat(),
+        ] {
+            let d = decode(&encoded).unwrap();
+            let mut offsets = d.offsets();
+            let unit = match d.encoding {
+                Encoding::Utf8Bom => 0,
+                Encoding::Utf32Le => 4,
+                _ => 2,
+            };
+            for &pos in &chars {
+                let units = match unit {
+                    0 => 3 + pos,
+                    4 => 4 * body[..pos].chars().count(),
+                    _ => 2 * body[..pos].encode_utf16().count(),
+                };
+                assert_eq!(offsets.map(pos), units, "{pos}");
+            }
+            // Out of order, it starts again.
+            assert_eq!(offsets.map(1), d.original_offset(1));
+        }
     }
 
     #[test]

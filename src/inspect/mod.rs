@@ -209,8 +209,10 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
         let tool_names = tools.and_then(|t| t.tool_names.as_deref());
         match_tool_choice(&mut facts, tool_names);
     }
+    // Members come in order: one pass maps their spans (UTF-16/32 bodies count characters).
+    let mut offsets = decoded.offsets();
     for m in &mut members {
-        m.span = decoded.original_offset(m.span.start)..decoded.original_offset(m.span.end);
+        m.span = offsets.map(m.span.start)..offsets.map(m.span.end);
     }
     let names = names_text(names);
     Ok(Findings {
