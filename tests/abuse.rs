@@ -528,21 +528,8 @@ async fn a_client_that_takes_none_of_its_answer_is_let_go_after_the_send_timeout
     let mut c = Conn::open(gw.addr).await;
     let body = r#"{"model":"tiny","messages":[],"stream":true}"#;
     c.write(post(CHAT, body).as_bytes()).await;
-    let (c2, admin) = (client(), gw.admin);
-    let in_flight = || async {
-        metric(&c2, admin, "mmgate_in_flight_requests")
-            .await
-            .unwrap_or(0.0)
-    };
-    eventually("the request to be in flight", || async {
-        in_flight().await == 1.0
-    })
-    .await;
     // The client reads nothing; the gateway gives up on it and lets the request go.
-    eventually("the stalled request to be let go", || async {
-        in_flight().await == 0.0
-    })
-    .await;
+    in_flight_then_let_go(gw.admin).await;
     drop(c);
 }
 

@@ -284,20 +284,7 @@ async fn over_tls_a_client_that_takes_none_of_its_answer_is_let_go() {
         body.len()
     );
     c.write(head.as_bytes()).await;
-    let (c2, admin) = (client(), gw.admin);
-    let in_flight = || async {
-        metric(&c2, admin, "mmgate_in_flight_requests")
-            .await
-            .unwrap_or(0.0)
-    };
-    eventually("the request to be in flight", || async {
-        in_flight().await == 1.0
-    })
-    .await;
-    eventually("the stalled request to be let go", || async {
-        in_flight().await == 0.0
-    })
-    .await;
+    in_flight_then_let_go(gw.admin).await;
     drop(c);
     gw.stop().await;
 }

@@ -372,6 +372,24 @@ where
     }
 }
 
+/// Waits until the gateway has one request in flight, then until it has let it go.
+pub async fn in_flight_then_let_go(admin: SocketAddr) {
+    let c = client();
+    let in_flight = || async {
+        metric(&c, admin, "mmgate_in_flight_requests")
+            .await
+            .unwrap_or(0.0)
+    };
+    eventually("the request to be in flight", || async {
+        in_flight().await == 1.0
+    })
+    .await;
+    eventually("the request to be let go", || async {
+        in_flight().await == 0.0
+    })
+    .await;
+}
+
 /// A loopback address nothing listens on (bound, then released), for a child process's policy.
 pub fn free_addr() -> SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
