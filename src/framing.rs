@@ -1,7 +1,8 @@
-//! A watch on the bytes of an HTTP/1 connection served by hyper (over TLS; plain ones are
-//! served by [`crate::http1`], which needs no watch): for the one framing ambiguity hyper resolves
-//! out of the handler's sight (a request head with both `Content-Length` and
-//! `Transfer-Encoding`), and for the header timeout (`deadline`).
+//! A watch on the bytes of a connection served by hyper (TLS, or HTTP/2; plain HTTP/1.1 is
+//! served by [`crate::http1`], which needs no watch): for the one framing ambiguity hyper
+//! resolves out of the handler's sight (a request head with both `Content-Length` and
+//! `Transfer-Encoding`), for the header timeout (`deadline`), and for the send timeout (a
+//! write the client takes nothing of).
 //!
 //! hyper follows RFC 9112 §6.3 for such a request: it drops the length, decodes the body as
 //! chunked and closes the connection after the response. A gateway in front of another
@@ -11,8 +12,8 @@
 //! bytes hyper reads, and [`Progress`] remembers the index of the first such request. As
 //! hyper closes the connection after it, nothing later on the connection matters.
 //!
-//! The watch never changes a byte, and fails a read only when the header timeout has
-//! passed. If the framing breaks in a way hyper refuses on its own (it then answers and
+//! The watch never changes a byte; it fails a read only when the header timeout has
+//! passed, and a write only when the send timeout has. If the framing breaks in a way hyper refuses on its own (it then answers and
 //! closes), it stops watching and timing. An HTTP/2 connection (its preface) is not
 //! watched, only timed: it may stay idle, with no request open, for the header timeout.
 
