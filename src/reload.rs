@@ -127,18 +127,33 @@ impl Live {
             .inc();
     }
 
-    /// Polls the policy and certificate files until `stop`, reloading when one changes.
+    /// Polls the policy and certificate files until `stop`, reloading when one changes,
+    /// while the policy in force says to (`reload.watch`: a reload may turn it on or off).
     pub async fn watch_files(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         let Some(source) = self.source.clone() else {
             return;
         };
+        let mut reloaded = self.generation();
         let mut last = fingerprint(&source, &self.gateway().config().watched);
         loop {
-            let Some(every) = self.gateway().config().reload.watch else {
-                return;
+            let every = self.gateway().config().reload.watch;
+            let poll = async {
+                match every {
+                    Some(every) => tokio::time::sleep(every).await,
+                    None => std::future::pending().await,
+                }
             };
             tokio::select! {
-                () = tokio::time::sleep(every) => {}
+                () = poll => {}
+                changed = reloaded.changed() => {
+                    // A reload (SIGHUP, or this loop's): what is in force now is the files
+                    // as they are, and its `reload` section says how to go on.
+                    if changed.is_err() {
+                        return;
+                    }
+                    last = fingerprint(&source, &self.gateway().config().watched);
+                    continue;
+                }
                 _ = stop.wait_for(|s| *s) => return,
             }
             let now = fingerprint(&source, &self.gateway().config().watched);

@@ -181,6 +181,34 @@ async fn the_file_watcher_reloads_a_changed_policy() {
 }
 
 #[tokio::test]
+async fn a_reload_that_turns_watching_on_starts_the_file_watcher() {
+    let fake = FakeVllm::start().await;
+    let dir = scratch("watch-on");
+    let path = dir.join("policy.toml");
+    write_policy(&path, &policy(&fake, "shadow", ""));
+    let gw = start(&path, None).await;
+    let c = client();
+    assert_eq!(post_json(&c, gw.addr, CHAT, KWARGS_BODY).await.status, 200);
+    let watching = |mode: &str| {
+        format!(
+            "[upstream]\nurl = \"{}\"\n[gate]\ndefault = \"{mode}\"\n[reload]\ninterval_ms = 20\n",
+            fake.url()
+        )
+    };
+    write_policy(&path, &watching("shadow"));
+    gw.reload().await.unwrap();
+    // The file changes: the watcher the reload turned on picks it up.
+    write_policy(&path, &watching("reject"));
+    eventually("the watcher to swap in the reject policy", || async {
+        post_json(&c, gw.addr, CHAT, KWARGS_BODY).await.status == 400
+    })
+    .await;
+    // Each change reloaded once: the SIGHUP-like reload, then the watcher's.
+    assert_eq!(reloads(&gw, "success").await, 2.0);
+    gw.stop().await;
+}
+
+#[tokio::test]
 async fn a_rotated_server_certificate_is_served_after_reload() {
     let dir = scratch("rotate");
     let pki = Pki::new(&dir, "gw");
