@@ -18,6 +18,10 @@ use serde::Serialize;
 pub const LIVE_ROWS: usize = 1000;
 /// Key names kept per row.
 pub const MAX_ROW_KEYS: usize = 64;
+/// Bytes of key names kept per row (a key that would pass it is left out): with the row
+/// cap, a bound on what the live inventory holds and serves (a client's key names can be
+/// up to 256 bytes each, and many of them).
+pub const MAX_ROW_KEY_BYTES: usize = 1024;
 
 /// Who sent a request: a named client, or an anonymous one by address and user agent.
 #[derive(Debug, Clone, Serialize)]
@@ -162,8 +166,12 @@ pub struct Row {
     pub first_seen: String,
     /// Last seen (RFC 3339 UTC).
     pub last_seen: String,
-    /// The top-level key names used (at most [`MAX_ROW_KEYS`]).
+    /// The top-level key names used (at most [`MAX_ROW_KEYS`], of [`MAX_ROW_KEY_BYTES`]
+    /// together).
     pub keys: BTreeSet<String>,
+    /// The bytes of `keys`.
+    #[serde(skip)]
+    key_bytes: usize,
 }
 
 /// Rows by key, with a cap on distinct rows.
@@ -221,6 +229,7 @@ impl Aggregate {
                         first_seen: o.ts.to_string(),
                         last_seen: o.ts.to_string(),
                         keys: BTreeSet::new(),
+                        key_bytes: 0,
                     };
                     self.rows.entry(key).or_insert(row)
                 }
@@ -236,7 +245,8 @@ impl Aggregate {
                 if row.keys.len() >= MAX_ROW_KEYS {
                     break;
                 }
-                if !row.keys.contains(k) {
+                if row.key_bytes + k.len() <= MAX_ROW_KEY_BYTES && !row.keys.contains(k) {
+                    row.key_bytes += k.len();
                     row.keys.insert(k.clone());
                 }
             }
@@ -377,6 +387,29 @@ mod tests {
         assert_eq!(r.last_seen, "2026-01-02T00:00:00.000Z");
         assert_eq!(r.keys.len(), 2);
         assert_eq!(r.key.client_label(), "10.0.0.7 (a)");
+    }
+
+    #[test]
+    fn a_row_keeps_key_names_up_to_its_count_and_byte_bounds() {
+        let long: Vec<String> = (0..10).map(|i| format!("{i}{}", "k".repeat(255))).collect();
+        let short: Vec<String> = (0..100).map(|i| format!("k{i}")).collect();
+        let mut a = Aggregate::new(2);
+        a.add(&obs("2026-01-01T00:00:00.000Z", "long", &long));
+        a.add(&obs("2026-01-01T00:00:00.000Z", "short", &short));
+        let s = a.snapshot();
+        for r in &s.rows {
+            let bytes: usize = r.keys.iter().map(String::len).sum();
+            assert!(bytes <= MAX_ROW_KEY_BYTES && r.keys.len() <= MAX_ROW_KEYS);
+        }
+        let count = |ua: &str| {
+            let row = s
+                .rows
+                .iter()
+                .find(|r| r.key.user_agent.as_deref() == Some(ua));
+            row.unwrap().keys.len()
+        };
+        assert_eq!(count("long"), MAX_ROW_KEY_BYTES / 256);
+        assert_eq!(count("short"), MAX_ROW_KEYS);
     }
 
     #[test]
