@@ -169,9 +169,6 @@ pub struct Row {
     /// The top-level key names used (at most [`MAX_ROW_KEYS`], of [`MAX_ROW_KEY_BYTES`]
     /// together).
     pub keys: BTreeSet<String>,
-    /// The bytes of `keys`.
-    #[serde(skip)]
-    key_bytes: usize,
 }
 
 /// Rows by key, with a cap on distinct rows.
@@ -229,7 +226,6 @@ impl Aggregate {
                         first_seen: o.ts.to_string(),
                         last_seen: o.ts.to_string(),
                         keys: BTreeSet::new(),
-                        key_bytes: 0,
                     };
                     self.rows.entry(key).or_insert(row)
                 }
@@ -241,12 +237,13 @@ impl Aggregate {
             if o.ts > row.last_seen.as_str() {
                 row.last_seen.replace_range(.., o.ts);
             }
+            let mut bytes: usize = row.keys.iter().map(String::len).sum();
             for k in keys.iter() {
                 if row.keys.len() >= MAX_ROW_KEYS {
                     break;
                 }
-                if row.key_bytes + k.len() <= MAX_ROW_KEY_BYTES && !row.keys.contains(k) {
-                    row.key_bytes += k.len();
+                if bytes + k.len() <= MAX_ROW_KEY_BYTES && !row.keys.contains(k) {
+                    bytes += k.len();
                     row.keys.insert(k.clone());
                 }
             }

@@ -115,8 +115,9 @@ pub async fn serve(
                 if status == http::StatusCode::BAD_REQUEST {
                     // A head vLLM's server cannot parse either: counted with the framing
                     // refusals the gateway answers (smuggling shapes among them).
-                    let metrics = live.gateway().metrics().refusals.clone();
-                    metrics.with_label_values(&["none", "framing"]).inc();
+                    let gateway = live.gateway();
+                    let refusals = &gateway.metrics().refusals;
+                    refusals.with_label_values(&["none", "framing"]).inc();
                 }
                 write::refuse(&mut io, &mut out, status).await;
                 break;
