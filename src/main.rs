@@ -152,14 +152,16 @@ fn main() -> ExitCode {
                         )
                     })
                     .collect();
-                println!(
-                    "policy OK: listen {}, admin {}, upstream {}, {} client(s)",
-                    c.listen,
-                    c.admin,
-                    pools.join("; "),
-                    c.clients.len()
-                );
-                ExitCode::SUCCESS
+                emit(
+                    ExitCode::SUCCESS,
+                    format_args!(
+                        "policy OK: listen {}, admin {}, upstream {}, {} client(s)\n",
+                        c.listen,
+                        c.admin,
+                        pools.join("; "),
+                        c.clients.len()
+                    ),
+                )
             }
             Err(e) => {
                 eprintln!("{e}");
@@ -264,8 +266,7 @@ fn health(admin: &str, policy: Option<&Path>, ready: bool, timeout: Duration) ->
     })();
     match asked {
         Ok(status) if status.split(' ').nth(1) == Some("200") => {
-            println!("{addr}{path}: {status}");
-            ExitCode::SUCCESS
+            emit(ExitCode::SUCCESS, format_args!("{addr}{path}: {status}\n"))
         }
         Ok(status) => {
             eprintln!("{addr}{path}: {status:?}");
@@ -415,8 +416,8 @@ fn hash_key(key: Option<String>) -> ExitCode {
         eprintln!("the key is empty");
         return ExitCode::from(2);
     }
-    println!("{}", hex::encode(mmgate::config::digest(&key)));
-    ExitCode::SUCCESS
+    let digest = hex::encode(mmgate::config::digest(&key));
+    emit(ExitCode::SUCCESS, format_args!("{digest}\n"))
 }
 
 fn inspect(
@@ -459,8 +460,7 @@ fn inspect(
         Route::Ungated => (Verdict::Accept, None),
     };
     let (out, code) = report(&verdict, findings.as_ref());
-    println!("{out}");
-    ExitCode::from(code)
+    emit(ExitCode::from(code), format_args!("{out}\n"))
 }
 
 fn report(verdict: &Verdict, findings: Option<&Findings>) -> (serde_json::Value, u8) {
@@ -505,18 +505,18 @@ fn probe(opts: mmgate::probe::ProbeOpts, json: bool) -> ExitCode {
     };
     match runtime.block_on(mmgate::probe::probe(opts)) {
         Ok(r) => {
-            if json {
-                println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
-            } else {
-                print!("{}", mmgate::probe::table(&r));
-            }
-            if r.mismatches > 0 {
+            let code = if r.mismatches > 0 {
                 ExitCode::FAILURE
             } else if r.rows.is_empty() {
                 eprintln!("no gated route answered; nothing was probed");
                 ExitCode::from(2)
             } else {
                 ExitCode::SUCCESS
+            };
+            if json {
+                emit(code, format_args!("{}\n", pretty(&r)))
+            } else {
+                emit(code, format_args!("{}", mmgate::probe::table(&r)))
             }
         }
         Err(e) => {
@@ -551,19 +551,40 @@ fn report_logs(files: &[String], json: bool, csv: bool, suggest: bool) -> ExitCo
     }
     if suggest {
         let s = mmgate::advise::suggest(&parsed.entries);
-        match json {
-            true => println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default()),
-            false => print!("{}", mmgate::advise::text(&s)),
-        }
-        return ExitCode::SUCCESS;
+        return match json {
+            true => emit(ExitCode::SUCCESS, format_args!("{}\n", pretty(&s))),
+            false => emit(
+                ExitCode::SUCCESS,
+                format_args!("{}", mmgate::advise::text(&s)),
+            ),
+        };
     }
     let inv = report::inventory(&parsed.entries);
     if json {
-        println!("{}", serde_json::to_string_pretty(&inv).unwrap_or_default());
+        emit(ExitCode::SUCCESS, format_args!("{}\n", pretty(&inv)))
     } else if csv {
-        print!("{}", report::csv(&inv));
+        emit(ExitCode::SUCCESS, format_args!("{}", report::csv(&inv)))
     } else {
-        print!("{}", report::table(&inv));
+        emit(ExitCode::SUCCESS, format_args!("{}", report::table(&inv)))
     }
-    ExitCode::SUCCESS
+}
+
+fn pretty(value: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
+/// Writes a command's output to standard output and exits with `code`. A reader that
+/// stopped early (`mmgate report ... | head`) ends the output quietly; any other failure
+/// to write is reported and exits 2, so no output is lost unnoticed.
+fn emit(code: ExitCode, text: std::fmt::Arguments) -> ExitCode {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_fmt(text).and_then(|()| stdout.flush()) {
+        Ok(()) => code,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => code,
+        Err(e) => {
+            eprintln!("cannot write the output: {e}");
+            ExitCode::from(2)
+        }
+    }
 }

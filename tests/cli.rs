@@ -173,6 +173,32 @@ fn inspect_accepts_a_clean_body_with_exit_0() {
 }
 
 #[test]
+fn a_reader_that_stops_early_ends_the_output_quietly() {
+    // `mmgate inspect ... | head -c0`: standard output is closed before mmgate writes.
+    let mut child = Command::new(BIN)
+        .args(["inspect", "--path", CHAT, "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let mut input = child.stdin.take().unwrap();
+    input
+        .write_all(br#"{"model":"m","messages":[],"mm_processor_kwargs":{"a":1}}"#)
+        .unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the verdict's exit code, not a panic's: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(text(&out.stderr), "", "nothing to report on stderr");
+}
+
+#[test]
 fn inspect_reports_a_gate_rejection_with_exit_1() {
     let dir = scratch("inspect-reject");
     let body = br#"{"messages":[],"mm_processor_kwargs":{"b":1,"a":2,"b":3},"media_io_kwargs":{}}"#;
