@@ -26,6 +26,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
+mod stall;
+
 use crate::framing::{AmbiguousFraming, Exchange, Watched};
 use crate::identify::PeerCertificate;
 use crate::reload::Live;
@@ -329,6 +331,7 @@ where
     let (stream, progress) = Watched::new(stream, header_timeout, send_timeout);
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let exchange = progress.begin();
+        let http2 = req.version() == http::Version::HTTP_2;
         if req.version() < http::Version::HTTP_2 && exchange.ambiguous() {
             req.extensions_mut().insert(AmbiguousFraming);
         }
@@ -342,7 +345,11 @@ where
             // hyper writes the header map: a forwarded response's fields join it.
             let res = gw.handle(req.map(Body::new), &conn).await.into_response();
             Ok::<_, Infallible>(res.map(|inner| Answer {
-                inner,
+                // One stream's window can stay shut while the connection's writes go on.
+                inner: match http2 {
+                    true => stall::watch(inner, send_timeout),
+                    false => inner,
+                },
                 _exchange: exchange,
             }))
         }

@@ -534,6 +534,39 @@ async fn a_client_that_takes_none_of_its_answer_is_let_go_after_the_send_timeout
 }
 
 #[tokio::test]
+async fn an_http2_stream_left_unread_is_let_go_while_its_connection_serves_others() {
+    // The client reads its connection (other streams go on) but never this stream's answer,
+    // so that stream's flow-control window stays shut and no write of the socket waits.
+    let (_fake, gw) = long_streams("send_timeout_ms = 300").await;
+    let h2: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let post = |body: &'static str| {
+        http::Request::post(format!("http://{}{CHAT}", gw.addr))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .unwrap()
+    };
+    let stream = r#"{"model":"tiny","messages":[],"stream":true}"#;
+    let unread = h2.request(post(stream)).await.unwrap();
+    assert_eq!(unread.version(), http::Version::HTTP_2);
+    let (c2, admin) = (client(), gw.admin);
+    let in_flight = || async {
+        metric(&c2, admin, "mmgate_in_flight_requests")
+            .await
+            .unwrap_or(0.0)
+    };
+    eventually("the stalled request to be let go", || async {
+        in_flight().await == 0.0
+    })
+    .await;
+    // The same connection still answers.
+    let res = h2.request(post(CLEAN)).await.unwrap();
+    assert_eq!(res.status(), 200);
+    drop(unread);
+}
+
+#[tokio::test]
 async fn an_idle_http2_connection_is_closed_by_the_header_timeout() {
     let (_fake, gw) = start().await;
     let mut c = Conn::open(gw.addr).await;
