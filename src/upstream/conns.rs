@@ -291,6 +291,14 @@ mod tests {
     /// An upstream that answers `answers` requests per connection (then closes it) and
     /// reports each connection it accepts.
     async fn upstream(answers: usize) -> (Uri, tokio::sync::mpsc::UnboundedReceiver<()>) {
+        answering(answers, b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await
+    }
+
+    /// [`upstream`] answering `res` each time.
+    async fn answering(
+        answers: usize,
+        res: &'static [u8],
+    ) -> (Uri, tokio::sync::mpsc::UnboundedReceiver<()>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -309,7 +317,6 @@ mod tests {
                             }
                         }
                         buf.clear();
-                        let res = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
                         if s.write_all(res).await.is_err() {
                             return;
                         }
@@ -347,6 +354,20 @@ mod tests {
             accepted.try_recv().is_err(),
             "one connection for five requests"
         );
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_answered_a_server_error_is_not_reused() {
+        // vLLM's server closes the connection after a 500 from an unhandled exception
+        // without saying so: a request sent on it next would fail.
+        let res = b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 2\r\n\r\nno";
+        let (target, mut accepted) = answering(100, res).await;
+        let conns = conns(&target, Duration::from_secs(60));
+        for _ in 0..2 {
+            assert_eq!(get(&conns).await, "no");
+            assert_eq!(conns.idle_count(), 0);
+            accepted.recv().await.unwrap();
+        }
     }
 
     #[tokio::test]

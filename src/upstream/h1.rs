@@ -447,7 +447,13 @@ impl Framing {
             .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
         // After a 101 the connection speaks another protocol: never reused. (mmgate drops
         // `Upgrade` from requests as hop-by-hop, so an upstream has no reason to send one.)
-        let keep_alive = !close && !http10 && status != StatusCode::SWITCHING_PROTOCOLS;
+        // Nor after a 5xx: vLLM's server (uvicorn) closes the connection after the 500 of an
+        // unhandled exception without `Connection: close`, and the next request sent on it
+        // would fail with a 502.
+        let keep_alive = !close
+            && !http10
+            && status != StatusCode::SWITCHING_PROTOCOLS
+            && !status.is_server_error();
         let bodiless = method == Method::HEAD
             || status.is_informational()
             || status == StatusCode::NO_CONTENT
