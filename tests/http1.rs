@@ -267,6 +267,34 @@ async fn a_request_with_another_behind_it_survives_the_clients_half_close() {
 }
 
 #[tokio::test]
+async fn a_client_that_resets_with_a_request_behind_it_is_gone() {
+    // Unlike a half-close, a reset says the client will read nothing more, whatever it
+    // pipelined: the request it waits for lets go of the upstream and its permits.
+    let hold = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let fake = FakeVllm::start_with(FakeOpts {
+        hold: Some(hold.clone()),
+        ..Default::default()
+    })
+    .await;
+    let gw = gateway("", &fake).await;
+    let mut c = Conn::open(gw.addr).await;
+    let both = format!("{}{}", post("1.1", "", CLEAN), post("1.1", "", CLEAN));
+    c.write(both.as_bytes()).await;
+    let upstream = &fake;
+    eventually("the upstream to hold the request", || async move {
+        upstream.received().len() == 1
+    })
+    .await;
+    c.stream.set_zero_linger().unwrap();
+    drop(c);
+    let (http, admin) = (client(), gw.admin);
+    eventually("the request to be let go", || async {
+        metric(&http, admin, "mmgate_in_flight_requests").await == Some(0.0)
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_drain_closes_idle_connections_and_lets_the_request_in_flight_finish() {
     let hold = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
     let fake = FakeVllm::start_with(FakeOpts {

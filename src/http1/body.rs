@@ -59,6 +59,8 @@ pub(super) struct Reading {
     pub(super) expect: Continue,
     /// The client closed its side (or the read failed).
     pub(super) eof: bool,
+    /// The read failed (a reset): the client is gone, whatever it pipelined.
+    pub(super) failed: bool,
     /// The number of the current request on the connection.
     pub(super) request: u64,
 }
@@ -74,6 +76,7 @@ impl Shared {
             body: Remaining::Done,
             expect: Continue::No,
             eof: false,
+            failed: false,
             request: 0,
         })))
     }
@@ -93,8 +96,9 @@ impl Reading {
         self.buf.reserve(want);
         match tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.buf) {
             Poll::Ready(Ok(n)) if n > 0 => Poll::Ready(true),
-            Poll::Ready(_) => {
+            Poll::Ready(read) => {
                 self.eof = true;
+                self.failed = read.is_err();
                 Poll::Ready(false)
             }
             Poll::Pending => Poll::Pending,
@@ -113,7 +117,7 @@ impl Reading {
         while self.buf.len() < MAX_BUFFERED {
             match self.poll_fill(cx, READ_SIZE) {
                 Poll::Ready(true) => {}
-                Poll::Ready(false) => return self.buf.is_empty(),
+                Poll::Ready(false) => return self.buf.is_empty() || self.failed,
                 Poll::Pending => return false,
             }
         }
