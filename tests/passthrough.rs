@@ -104,6 +104,11 @@ async fn answer(mut s: TcpStream, fields: String) {
                 .to_string()
                 + CHUNKS
                 + "0\r\nx-t: 1\r\n\r\n"
+        } else if head.starts_with("get /both-framings ") {
+            // A length beside chunked coding (RFC 9112 §6.3: the chunks win).
+            "HTTP/1.1 200 OK\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n\
+             a\r\n0123456789\r\n0\r\n\r\n"
+                .to_string()
         } else if head.starts_with("get /not-modified ") {
             format!("HTTP/1.1 304 Not Modified\r\n{fields}\r\n")
         } else if head.starts_with("head ") {
@@ -334,4 +339,23 @@ async fn a_target_vllms_server_takes_goes_on_as_it_reads_it() {
         assert_eq!(r.status, 200, "{target}: {}", r.head);
         assert_eq!(r.text(), format!("GET {forwarded} HTTP/1.1"), "{target}");
     }
+}
+
+#[tokio::test]
+async fn a_length_beside_chunked_coding_is_not_passed_on() {
+    // The chunks frame the body: the stale length must not cut it short (over TLS, where
+    // hyper writes it) nor break the stream (HTTP/2).
+    let gw = start(FIELDS.into()).await;
+    let res = h2_get(gw.addr, "/both-framings").await;
+    assert_eq!(res.headers().get("content-length"), None);
+    let body = http_body_util::BodyExt::collect(res.into_body())
+        .await
+        .unwrap();
+    assert_eq!(body.to_bytes(), "0123456789");
+    let mut c = Conn::open(gw.addr).await;
+    c.write(b"GET /both-framings HTTP/1.1\r\nHost: gw\r\n\r\n")
+        .await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.header("content-length"), None, "{}", r.head);
+    assert_eq!(r.text(), "0123456789");
 }

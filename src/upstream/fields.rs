@@ -115,6 +115,12 @@ impl Kept {
         }
     }
 
+    /// Leaves out `Content-Length`: the body is framed otherwise (`Transfer-Encoding` wins).
+    pub(super) fn without_length(mut self) -> Kept {
+        self.runs.retain(|r| !r.length);
+        self
+    }
+
     /// The kept fields over `head`, the bytes they were found in, of a response whose body
     /// comes as the upstream's chunks when `chunks`.
     pub(super) fn over(self, head: Bytes, chunks: bool) -> ResponseFields {

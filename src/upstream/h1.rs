@@ -405,7 +405,11 @@ impl Link {
             if passing {
                 framing.kind = Kind::Chunked(Chunked::passing());
             }
-            let kept = Kept::of(&self.buf[..len], parsed.headers);
+            let mut kept = Kept::of(&self.buf[..len], parsed.headers);
+            if matches!(framing.kind, Kind::Chunked(_) | Kind::Close) {
+                // A length beside `Transfer-Encoding` is not the body's: never passed on.
+                kept = kept.without_length();
+            }
             let fields = kept.over(self.buf.split_to(len).freeze(), passing);
             return Ok(Some((Head { status, fields }, framing)));
         }
