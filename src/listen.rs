@@ -281,7 +281,11 @@ async fn work(
                     let conn = (stream, remote, local, None);
                     connection(&builder, live, conn, header_timeout, watcher).await
                 }
-                Some(tls) => match crate::tls::accept(tls.config, stream, header_timeout).await {
+                Some(tls) => match tokio::select! {
+                    // A handshake not finished when the drain begins is no request in flight.
+                    a = crate::tls::accept(tls.config, stream, header_timeout) => a,
+                    _ = drain_one.wait_for(|d| *d) => return,
+                } {
                     Ok((stream, peer)) => {
                         let conn = (stream, remote, local, Some(peer));
                         connection(&builder, live, conn, header_timeout, watcher).await

@@ -422,3 +422,31 @@ fn the_example_tls_policy_is_valid_once_its_certificates_exist() {
     assert!(c.pools[1].members[0].tls.is_some());
     assert_eq!(c.watched.len(), 6);
 }
+
+#[tokio::test]
+async fn a_stop_does_not_wait_for_a_tls_handshake_that_never_comes() {
+    // A TCP connection to the TLS listener that never sends a ClientHello (a port scan, a
+    // load balancer's TCP probe) is no request in flight: the drain does not wait for it.
+    let dir = scratch("silent");
+    let pki = Pki::new(&dir, "gw");
+    let server = pki.server("server");
+    let fake = FakeVllm::start().await;
+    let text = format!(
+        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[upstream]\nurl = \"{}\"\n[limits]\nheader_timeout_ms = 600000\n{}",
+        fake.url(),
+        tls_section(&pki, &server, "none")
+    );
+    let config = Config::parse(&text).unwrap();
+    let gw = mmgate::server::start(config, std::time::Duration::from_secs(600))
+        .await
+        .unwrap();
+    let _silent = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    // Connections are accepted in order: once a later one is answered, the silent one is
+    // in its handshake.
+    let mut c = raw_tls(&pki, gw.addr, b"http/1.1").await;
+    c.write(b"GET /v1/models HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+        .await;
+    assert_eq!(c.response().await.unwrap().status, 200);
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(60), gw.stop()).await;
+    assert!(stopped.is_ok(), "the stop waited for the handshake");
+}
