@@ -158,12 +158,16 @@ impl Identifier {
             }
         }
         match self.presented_key(headers) {
-            Ok(Some(key)) => {
-                return match self.key_owner(key) {
-                    Some(i) => Ok(found(i, Via::ApiKey)),
-                    None => self.unknown("the API key is not known to this gateway"),
-                }
-            }
+            Ok(Some(key)) => match self.key_owner(key) {
+                Some(i) => return Ok(found(i, Via::ApiKey)),
+                // A bearer key mmgate does not know may be vLLM's own (`--api-key`): an auth
+                // proxy's client header from a trusted network still names the client.
+                None if self.key_is_bearer(headers)
+                    && self.identity.client_header.as_ref().is_some_and(|h| {
+                        headers.contains_key(h) && self.is_trusted_source(conn)
+                    }) => {}
+                None => return self.unknown("the API key is not known to this gateway"),
+            },
             Ok(None) => {}
             Err(Repeated) => return self.unknown("more than one API key header was sent"),
         }
@@ -218,6 +222,14 @@ impl Identifier {
                 scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
             });
         Ok(bearer.filter(|k| !k.is_empty()))
+    }
+
+    /// Whether the presented key is the `Authorization` bearer (not the key header).
+    fn key_is_bearer(&self, headers: &HeaderMap) -> bool {
+        self.identity
+            .api_key_header
+            .as_ref()
+            .is_none_or(|h| !headers.contains_key(h))
     }
 
     /// The owner of a key: its digest compared with every configured digest in constant time.

@@ -50,13 +50,15 @@ pub fn peer_names(der: &[u8]) -> PeerCertificate {
     let Ok((_, cert)) = X509Certificate::from_der(der) else {
         return PeerCertificate::default();
     };
-    let subject_cn = cert
+    let mut cns = cert
         .subject()
         .iter_common_name()
-        .next()
-        .and_then(|cn| cn.as_str().ok())
+        .filter_map(|cn| cn.as_str().ok())
         .map(str::to_string);
-    let sans = match cert.subject_alternative_name() {
+    let subject_cn = cns.next();
+    // Further CN attributes are names too: a certificate naming two clients names neither.
+    let extra_cns: Vec<String> = cns.collect();
+    let mut sans: Vec<String> = match cert.subject_alternative_name() {
         Ok(Some(ext)) => ext
             .value
             .general_names
@@ -68,5 +70,6 @@ pub fn peer_names(der: &[u8]) -> PeerCertificate {
             .collect(),
         _ => Vec::new(),
     };
+    sans.extend(extra_cns);
     PeerCertificate { subject_cn, sans }
 }

@@ -450,3 +450,63 @@ async fn a_stop_does_not_wait_for_a_tls_handshake_that_never_comes() {
     let stopped = tokio::time::timeout(std::time::Duration::from_secs(60), gw.stop()).await;
     assert!(stopped.is_ok(), "the stop waited for the handshake");
 }
+
+/// A verified certificate whose subject carries two CN attributes, each naming a client,
+/// is taken as the first one's (here a trusted client's, routed to the trusted pool).
+#[tokio::test]
+async fn a_certificate_with_two_common_names_of_two_clients_identifies_neither() {
+    let dir = scratch("two-cns");
+    let pki = Pki::new(&dir, "gw");
+    let server = pki.server("server");
+    let two = pki.client_two_cns("two", "vision.clients.test", "other.clients.test");
+    // Both names are in the certificate.
+    let names = mmgate::tls::peer_names(&two.der);
+    assert_eq!(names.subject_cn.as_deref(), Some("vision.clients.test"));
+    let default = FakeVllm::start().await;
+    let trusted = FakeVllm::start().await;
+    let policy = format!(
+        r#"{}
+[identity]
+unknown = "reject"
+[gate]
+default = "strip"
+[pools.default]
+members = ["{{DEFAULT}}"]
+health_check = false
+[pools.trusted]
+members = ["{{TRUSTED}}"]
+trusted = true
+health_check = false
+allow_unknown_keys = true
+[clients.vision]
+certificate_names = ["vision.clients.test"]
+trusted = true
+mode = "route"
+route_to = "trusted"
+[clients.other]
+certificate_names = ["other.clients.test"]
+"#,
+        tls_section(&pki, &server, "required")
+    );
+    let gw = gateway_with(
+        &policy,
+        &[("DEFAULT", default.url()), ("TRUSTED", trusted.url())],
+        None,
+    )
+    .await;
+    let c = tls_client(&pki, Some(&two));
+    let req = http::Request::post(format!("https://127.0.0.1:{}{CHAT}", gw.addr.port()))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(KWARGS_BODY)))
+        .unwrap();
+    let res = c.request(req).await.unwrap();
+    let status = res.status();
+    let _ = res.into_body().collect().await;
+    let trusted_hits = trusted.received().len();
+    gw.stop().await;
+    assert_eq!(
+        (status.as_u16(), trusted_hits),
+        (401, 0),
+        "a certificate naming two clients was identified as one of them"
+    );
+}

@@ -222,3 +222,38 @@ async fn value_bounds_and_allowlists_guard_the_trusted_pool() {
     let refused = "mmgate_refusals_total{pool=\"trusted\",reason=\"value_bound\"}";
     assert_eq!(metric(&c, s.gw.admin, refused).await, Some(6.0));
 }
+
+#[tokio::test]
+async fn a_header_identified_client_keeps_its_identity_when_it_sends_vllms_api_key() {
+    const VLLM_KEY: &str = "sk-vllm-own-key";
+    let extra = format!(
+        "[vllm]\napi_key_sha256 = [\"{}\"]\n",
+        hex::encode(digest(VLLM_KEY))
+    );
+    let s = setup(&format!(
+        "{}{extra}",
+        policy("anonymous", "\"127.0.0.0/8\"", "", "")
+    ))
+    .await;
+    let c = client();
+    // Without Authorization the auth proxy's header identifies `partners`: routed as sent.
+    let r = chat(&c, &s, &[("x-client-id", "partner-b")], KWARGS).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(s.trusted.received().len(), 1);
+    // The same client with the vLLM key vLLM's own --api-key needs (the policy names it):
+    let auth = bearer(VLLM_KEY);
+    let r = chat(
+        &c,
+        &s,
+        &[("x-client-id", "partner-b"), ("authorization", &auth)],
+        KWARGS,
+    )
+    .await;
+    let stripped = r.headers.get("x-mmgate-stripped").cloned();
+    assert_eq!(
+        (s.trusted.received().len(), stripped),
+        (2, None),
+        "the trusted client became anonymous (kwargs stripped, default pool)"
+    );
+    s.gw.stop().await;
+}

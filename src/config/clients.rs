@@ -113,6 +113,12 @@ pub(super) fn identity(mut s: Section<'_>, p: &mut Problems) -> Identity {
             .parse::<IpNet>()
             .or_else(|_| net.parse::<std::net::IpAddr>().map(IpNet::from))
         {
+            // An IPv4-mapped network is its IPv4 network: sources are matched canonically.
+            Ok(IpNet::V6(v6)) if v6.prefix_len() >= 96 && v6.addr().to_ipv4_mapped().is_some() => {
+                let v4 = v6.addr().to_ipv4_mapped().expect("checked");
+                let n = ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96).expect("at most 32");
+                trusted_networks.push(IpNet::V4(n.trunc()))
+            }
             Ok(n) => trusted_networks.push(n.trunc()),
             Err(_) => p.add(
                 &format!("identity.trusted_networks[{i}]"),

@@ -188,3 +188,26 @@ fn a_repeated_credential_header_identifies_nobody() {
         assert_eq!(id.unwrap().client, BATCH);
     }
 }
+
+/// Review B: an IPv4-mapped network in `trusted_networks` (as mmgate's own logs print a
+/// dual-stack listener's IPv4 clients: `client_addr` "::ffff:10.1.2.3") is accepted by the
+/// policy but never matches, since the source address is canonicalised to IPv4 first.
+#[test]
+fn an_ipv4_mapped_trusted_network_matches_its_ipv4_clients() {
+    let text = r#"
+[upstream]
+url = "http://127.0.0.1:8000"
+[identity]
+client_header = "x-client-id"
+trusted_networks = ["::ffff:10.0.0.0/104"]
+[clients.batch]
+header_ids = ["batch-a"]
+"#;
+    let c = Config::parse(text).unwrap();
+    let t = Identifier::new(&c.identity, &c.clients);
+    let h = headers(&[("x-client-id", "batch-a")]);
+    let proxy = conn("[::ffff:10.1.2.3]:1", None);
+    assert_eq!(proxy.remote_ip(), "::ffff:10.1.2.3");
+    let id = t.identify(&h, &proxy).unwrap();
+    assert_eq!((id.client, id.via), (ClientId::Named(0), Via::Header));
+}

@@ -126,6 +126,28 @@ impl Pki {
         }
     }
 
+    /// A client certificate whose subject has a second common name attribute after `cn`
+    /// (the CN OID written as a custom attribute, so rcgen keeps both).
+    pub fn client_two_cns(&self, file: &str, cn: &str, second_cn: &str) -> Leaf {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.distinguished_name
+            .push(DnType::CustomDnType(vec![2, 5, 4, 3]), second_cn);
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = p.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        let cert_pem = self.dir.join(format!("{file}.pem"));
+        let key_pem = self.dir.join(format!("{file}.key"));
+        std::fs::write(&cert_pem, cert.pem()).unwrap();
+        std::fs::write(&key_pem, key.serialize_pem()).unwrap();
+        Leaf {
+            der: cert.der().clone(),
+            key_der: key.serialize_der(),
+            cert_pem,
+            key_pem,
+        }
+    }
+
     /// A server certificate for `localhost` and 127.0.0.1.
     pub fn server(&self, file: &str) -> Leaf {
         self.issue(file, "localhost", &["localhost"], true)
