@@ -74,12 +74,13 @@ pub struct Parsed {
 
 /// Reads log lines, keeping the offending-request entries.
 pub fn parse(input: impl BufRead, into: &mut Parsed) -> std::io::Result<()> {
-    for line in input.lines() {
+    for line in input.split(b'\n') {
         let line = line?;
-        if line.trim().is_empty() {
+        if line.trim_ascii().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Entry>(&line) {
+        // Not UTF-8 (another program's output, a line cut when mmgate was killed): skipped.
+        match serde_json::from_slice::<Entry>(&line) {
             Ok(e) if e.event == "offending_request" => into.entries.push(e),
             _ => into.skipped += 1,
         }

@@ -297,3 +297,28 @@ async fn served_values_feed_the_advisor() {
     assert_eq!(v["fields"][0]["redundant"], 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const LINE: &str = r#"{"ts":"2026-01-01T00:00:00.000Z","event":"offending_request","route":"chat","path":"/v1/chat/completions","mode":"shadow","action":"forwarded","param":"mm_processor_kwargs","fields":[{"name":"mm_processor_kwargs","keys":["max_pixels"]}],"stripped":[],"status":200,"client_addr":"10.0.0.9","client":"anonymous","pool":"default","user_agent":"curl/8.5.0","request_id":"r1"}"#;
+
+/// README "mmgate report": "other lines are counted on stderr and skipped". A line that is
+/// not UTF-8 (another program's output in the same log; mmgate's own last line cut inside a
+/// multi-byte character when it was killed) makes the whole report fail with exit 2.
+#[test]
+fn report_skips_a_line_that_is_not_utf8() {
+    // A line of mmgate's own cut in the middle of "é" (0xC3 0xA9) in a user agent.
+    let cut = LINE.replace("curl/8.5.0", "caf\u{e9}");
+    let cut = &cut.as_bytes()[..cut.find('\u{e9}').unwrap() + 1];
+    let mut input = Vec::new();
+    for part in [LINE.as_bytes(), b"\n", LINE.as_bytes(), b"\n", cut, b"\n"] {
+        input.extend_from_slice(part);
+    }
+    let out = report(&["-"], Some(&input));
+    let (code, err) = (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    assert!(out.contains("10.0.0.9 (curl/8.5.0)"), "{out}");
+    assert!(err.contains("skipped 1 line"), "{err}");
+}
