@@ -505,11 +505,11 @@ fn probe(opts: mmgate::probe::ProbeOpts, json: bool) -> ExitCode {
     };
     match runtime.block_on(mmgate::probe::probe(opts)) {
         Ok(r) => {
-            let code = if r.mismatches > 0 {
-                ExitCode::FAILURE
-            } else if r.rows.is_empty() {
+            let code = if r.rows.iter().all(|row| row.status == 0) {
                 eprintln!("no gated route answered; nothing was probed");
                 ExitCode::from(2)
+            } else if r.mismatches > 0 {
+                ExitCode::FAILURE
             } else {
                 ExitCode::SUCCESS
             };

@@ -165,16 +165,24 @@ impl Prober {
         let req = req
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| e.to_string())?;
-        let res = tokio::time::timeout(self.opts.timeout, self.client.request(req))
+        // The timeout covers the whole answer, its body included.
+        let exchange = async {
+            let res = self
+                .client
+                .request(req)
+                .await
+                .map_err(|e| format!("request failed: {e}"))?;
+            let (parts, body) = res.into_parts();
+            let bytes = Limited::new(body, 1 << 20)
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            Ok::<_, String>((parts, bytes))
+        };
+        let (parts, bytes) = tokio::time::timeout(self.opts.timeout, exchange)
             .await
-            .map_err(|_| format!("no answer within {} ms", self.opts.timeout.as_millis()))?
-            .map_err(|e| format!("request failed: {e}"))?;
-        let (parts, body) = res.into_parts();
-        let bytes = Limited::new(body, 1 << 20)
-            .collect()
-            .await
-            .map(|c| c.to_bytes())
-            .unwrap_or_default();
+            .map_err(|_| format!("no answer within {} ms", self.opts.timeout.as_millis()))??;
         let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         let error = body.get("error");
         let param = error
@@ -299,7 +307,8 @@ async fn probe_route(
                 }
                 // A route that refuses even the benign request (e.g. /invocations on a render
                 // server, which has no handler for it) cannot be judged on its kwargs.
-                if (400..500).contains(&a.status) && !a.gate {
+                // The image row is exempt: a text-only model refuses the image (README).
+                if (400..500).contains(&a.status) && !a.gate && shape != Shape::ChatImage {
                     let why = a
                         .body
                         .pointer("/error/message")

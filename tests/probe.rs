@@ -8,6 +8,7 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
+use bytes::Bytes;
 use mmgate::probe::{probe, Expect, ProbeOpts, ProbeReport};
 use support::{gateway, FakeVllm};
 
@@ -202,4 +203,169 @@ async fn routes_the_target_does_not_list_are_not_probed() {
         .rows
         .iter()
         .any(|x| x.path == "/classify" || x.path == "/v1/embeddings"));
+}
+
+/// README "mmgate probe": "Exit 0 when every row matches, 1 on any mismatch, 2 when the probe
+/// cannot run (bad URL, no model, nothing served)". With `--model`, a target where nothing
+/// listens is reported as 108 mismatches and exit 1.
+#[test]
+fn probe_of_a_target_that_does_not_answer_exits_2() {
+    let dead = support::dead_url();
+    let out = Command::new(BIN)
+        .args(["probe", "--target", &dead, "--model", "m"])
+        .args(["--timeout-seconds", "2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("nothing was probed"), "{err}");
+}
+
+/// README "mmgate probe": "The image row only has to pass the gate (a text-only model may
+/// refuse the image with a non-gate 4xx)". Against an untrusted vLLM serving a text-only
+/// model (it refuses the image without kwargs with a non-gate 400, and the truthy cases at
+/// its gate), the default route detection drops the `chat+image` row altogether.
+#[tokio::test]
+async fn the_image_row_is_probed_on_a_text_only_untrusted_server() {
+    let text_only = text_only_untrusted_vllm().await;
+    let r = probe(ProbeOpts {
+        target: format!("http://{text_only}"),
+        model: None,
+        api_key: None,
+        routes: None,
+        expect: Expect::Untrusted,
+        timeout: Duration::from_secs(10),
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.mismatches, 0);
+    assert!(
+        r.rows.iter().any(|x| x.route == "chat+image"),
+        "skipped: {:?}",
+        r.skipped
+    );
+}
+
+/// An untrusted vLLM 0.31 with a text-only model, serving only chat: the gate answers truthy
+/// kwargs; an image without them is refused as vLLM refuses it for a text-only model.
+async fn text_only_untrusted_vllm() -> std::net::SocketAddr {
+    use axum::response::IntoResponse;
+    async fn chat(body: Bytes) -> axum::response::Response {
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let truthy = |f: &str| match &v[f] {
+            serde_json::Value::Object(m) => !m.is_empty(),
+            _ => false,
+        };
+        let json = |status: u16, text: String| {
+            (
+                http::StatusCode::from_u16(status).unwrap(),
+                [("content-type", "application/json")],
+                text,
+            )
+                .into_response()
+        };
+        if truthy("mm_processor_kwargs") {
+            return json(
+                400,
+                mmgate::error::gate_body(mmgate::inspect::Field::MmProcessorKwargs).into(),
+            );
+        }
+        if truthy("media_io_kwargs") {
+            return json(
+                400,
+                mmgate::error::gate_body(mmgate::inspect::Field::MediaIoKwargs).into(),
+            );
+        }
+        if String::from_utf8_lossy(&body).contains("image_url") {
+            return json(400, r#"{"error":{"message":"tiny is not a multimodal model","type":"BadRequestError","param":null,"code":400}}"#.into());
+        }
+        json(200, r#"{"choices":[{"message":{"content":"hi"}}]}"#.into())
+    }
+    let app = axum::Router::new()
+        .route(
+            "/v1/models",
+            axum::routing::get(|| async {
+                (
+                    [("content-type", "application/json")],
+                    r#"{"data":[{"id":"tiny"}]}"#,
+                )
+            }),
+        )
+        .route(
+            "/openapi.json",
+            axum::routing::get(|| async {
+                (
+                    [("content-type", "application/json")],
+                    r#"{"paths":{"/v1/chat/completions":{}}}"#,
+                )
+            }),
+        )
+        .route("/v1/chat/completions", axum::routing::post(chat));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// The probe "only reads", but its `/v1/responses` rows leave `store` at vLLM's default
+/// (`store: bool | None = True`, vllm/entrypoints/openai/responses/protocol.py:210): on a
+/// server with `VLLM_ENABLE_RESPONSES_API_STORE=1` each served row is kept in the server's
+/// in-memory response store, which vLLM never prunes (serving.py:175-178).
+#[tokio::test]
+async fn the_probe_asks_the_responses_route_not_to_store_its_answers() {
+    let fake = FakeVllm::start().await;
+    let mut o = ProbeOpts {
+        target: fake.url(),
+        model: None,
+        api_key: None,
+        routes: Some(vec!["responses".into()]),
+        expect: Expect::Trusted,
+        timeout: Duration::from_secs(10),
+    };
+    o.expect = Expect::Trusted;
+    probe(o).await.unwrap();
+    let sent: Vec<serde_json::Value> = fake
+        .received()
+        .iter()
+        .filter(|r| r.path == "/v1/responses")
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert_eq!(sent.len(), 6);
+    for body in sent {
+        assert_eq!(body["store"], serde_json::json!(false), "{body}");
+    }
+}
+
+/// README "mmgate probe": `--timeout-seconds N` is the per-request timeout. It covers only
+/// the response head: a target that sends its head and then stalls the body holds the probe
+/// forever (here: `/version` answers 200 with `Content-Length: 100` and nothing more).
+#[tokio::test]
+async fn the_probe_timeout_covers_a_stalled_response_body() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{")
+                .await;
+            held.push(s);
+        }
+    });
+    let run = probe(ProbeOpts {
+        target: format!("http://{addr}"),
+        model: Some("m".into()),
+        api_key: None,
+        routes: Some(vec!["chat".into()]),
+        expect: Expect::Untrusted,
+        timeout: Duration::from_secs(1),
+    });
+    let finished = tokio::time::timeout(Duration::from_secs(20), run).await;
+    assert!(
+        finished.is_ok(),
+        "the probe was still waiting after 20 s with a 1 s timeout"
+    );
 }

@@ -71,7 +71,9 @@ pub(super) fn body(shape: Shape, model: &str, case: &str) -> Vec<u8> {
         Shape::Batch => json!({"model": model, "max_tokens": 4, "messages": [
             [{"role": "user", "content": hi}], [{"role": "user", "content": hi}]]}),
         Shape::Completion => json!({"model": model, "prompt": hi, "max_tokens": 4}),
-        Shape::Responses => json!({"model": model, "input": hi, "max_output_tokens": 4}),
+        Shape::Responses => {
+            json!({"model": model, "input": hi, "max_output_tokens": 4, "store": false})
+        }
         Shape::Tokenize => json!({"model": model, "prompt": hi}),
         Shape::Input => json!({"model": model, "input": hi}),
         Shape::Score => json!({"model": model, "queries": hi, "documents": ["a", "b"]}),
