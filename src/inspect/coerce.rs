@@ -14,7 +14,8 @@
 //!
 //! A string with a lone surrogate is refused by all three (pydantic cannot read it as
 //! text); its bytes are never white space, digits or letters, so the grammars refuse it.
-//! Strings over 64 bytes as written are not classified (see `MAX_SCALAR_TEXT`).
+//! Strings over 64 bytes as written are classified only as far as a linear look at their
+//! bytes allows (see `MAX_SCALAR_TEXT`).
 
 use super::scan::{self, Kind};
 
@@ -49,6 +50,9 @@ pub enum Scalar {
     Short(Kind, u8, [u8; SHORT]),
     /// A longer token, classified.
     Classified(Coerce),
+    /// An integer of more than [`SHORT`] characters (beyond 10^23 in size, so outside every
+    /// finite bound a field declares), classified, and whether it is negative.
+    LongInt(Coerce, bool),
 }
 
 /// The longest token kept as written.
@@ -62,6 +66,9 @@ impl Scalar {
                 let mut bytes = [0; SHORT];
                 bytes[..token.len()].copy_from_slice(token);
                 Scalar::Short(kind, token.len() as u8, bytes)
+            }
+            Kind::Number { .. } if !token.iter().any(|c| matches!(c, b'.' | b'e' | b'E')) => {
+                Scalar::LongInt(of(kind, token), token[0] == b'-')
             }
             Kind::Str { .. } | Kind::Number { .. } => Scalar::Classified(of(kind, token)),
             _ => Scalar::None,
@@ -137,6 +144,16 @@ impl Scalar {
     /// For a number: whether it lies within `lo..=hi` (exactly for integers, as a float
     /// otherwise); `None` for a number too long to have been kept, or for another value.
     pub fn number_within(&self, lo: i128, hi: i128) -> Option<bool> {
+        // At least 10^23 either way: within only a bound that is absent (an open end).
+        const LONG: i128 = 10i128.pow(23);
+        if let Scalar::LongInt(_, negative) = *self {
+            let end = if negative { lo } else { hi };
+            return match end {
+                i128::MIN | i128::MAX => Some(true),
+                end if end.abs() < LONG => Some(false),
+                _ => None,
+            };
+        }
         let Scalar::Short(Kind::Number { .. }, len, ref bytes) = *self else {
             return None;
         };
@@ -153,6 +170,9 @@ impl Scalar {
     /// For a number: whether it is written without fraction or exponent (`json.loads`
     /// makes it an `int`); `None` for a number too long to have been kept, or another value.
     pub fn json_int(&self) -> Option<bool> {
+        if let Scalar::LongInt(..) = self {
+            return Some(true);
+        }
         let Scalar::Short(Kind::Number { .. }, len, ref bytes) = *self else {
             return None;
         };
@@ -168,15 +188,43 @@ impl Scalar {
         match *self {
             Scalar::None => Coerce::NONE,
             Scalar::Short(kind, len, ref bytes) => of(kind, &bytes[..usize::from(len)]),
-            Scalar::Classified(c) => c,
+            Scalar::Classified(c) | Scalar::LongInt(c, _) => c,
         }
     }
 }
 
-/// Strings longer than this (as written, escapes and all) are not classified: no bool
-/// word is that long, and they are taken as accepted by `int` and `float` (the type checks
-/// then refuse nothing on their account; only padding or zeros make such a number).
+/// Strings longer than this (as written, escapes and all) are not decoded: no bool word is
+/// that long, and they are taken as accepted by `int` and `float` (the type checks then
+/// refuse nothing on their account; only padding or zeros make such a number) unless a
+/// byte shows they are no number ([`no_number`]).
 const MAX_SCALAR_TEXT: usize = 64;
+
+/// Whether a string as written (no escape in it) holds an ASCII byte no text that `int` or
+/// `float` takes can hold: one that is not a digit, sign, point, underscore, white space,
+/// exponent or a letter of `inf`, `infinity` and `nan`. Stops at the first such byte.
+fn no_number(raw: &[u8]) -> bool {
+    !raw.contains(&b'\\')
+        && raw.iter().any(|&b| {
+            b.is_ascii()
+                && !matches!(
+                    b.to_ascii_lowercase(),
+                    b'0'..=b'9'
+                        | b'+'
+                        | b'-'
+                        | b'.'
+                        | b'_'
+                        | b'\t'..=b'\r'
+                        | b' '
+                        | b'e'
+                        | b'i'
+                        | b'n'
+                        | b'f'
+                        | b't'
+                        | b'y'
+                        | b'a'
+                )
+        })
+}
 
 /// Classifies a top-level value from its token (a string with its quotes).
 pub fn of(kind: Kind, token: &[u8]) -> Coerce {
@@ -192,7 +240,7 @@ pub fn of(kind: Kind, token: &[u8]) -> Coerce {
 pub fn string_int(token: &[u8]) -> bool {
     let raw = &token[1..token.len() - 1];
     if raw.len() > MAX_SCALAR_TEXT {
-        return true;
+        return !no_number(raw);
     }
     // Most strings are words: an ASCII first byte that is no digit, sign, whitespace or
     // escape settles it (an integer's text starts with a digit or a sign once trimmed).
@@ -222,10 +270,11 @@ fn starts_number(t: &[u8]) -> bool {
 
 fn string(raw: &[u8]) -> Coerce {
     if raw.len() > MAX_SCALAR_TEXT {
+        let maybe = !no_number(raw);
         return Coerce {
             bool: None,
-            int: true,
-            float: true,
+            int: maybe,
+            float: maybe,
         };
     }
     text(&scan::decoded(raw))
@@ -633,15 +682,49 @@ mod tests {
     }
 
     #[test]
-    fn long_strings_are_not_classified_and_refuse_nothing_but_bool() {
-        for long in [
-            "x".repeat(MAX_SCALAR_TEXT + 1),
-            format!("{}\\n", "7".repeat(MAX_SCALAR_TEXT)),
-        ] {
+    fn integers_past_short_lie_outside_every_finite_bound() {
+        let number = |t: &str| Scalar::new(Kind::Number { zero: false }, t.as_bytes());
+        let (i64_lo, i64_hi) = (i128::from(i64::MIN), i128::from(i64::MAX));
+        let big = number("1000000000000000000000000");
+        assert_eq!(big.number_within(i64_lo, i64_hi), Some(false));
+        assert_eq!(
+            big.number_within(-1, i128::MAX),
+            Some(true),
+            "no upper bound"
+        );
+        assert_eq!(big.json_int(), Some(true));
+        assert!(big.coerce().int && big.coerce().float);
+        let small = number("-100000000000000000000000");
+        assert_eq!(small.number_within(0, i128::MAX), Some(false));
+        assert_eq!(small.number_within(i128::MIN, 5), Some(true));
+        // A long float is left unjudged, as before.
+        let long_float = number("1.000000000000000000000001");
+        assert_eq!(long_float.number_within(-2, 2), None);
+    }
+
+    #[test]
+    fn long_strings_are_refused_as_numbers_only_when_a_byte_shows_it() {
+        let c = |long: &str| {
             let token = format!("\"{long}\"");
             let c = of(Kind::Str { empty: false }, token.as_bytes());
-            assert_eq!((c.bool, c.int, c.float), (None, true, true));
-            assert!(string_int(token.as_bytes()));
+            assert_eq!(c.int, string_int(token.as_bytes()), "{long}");
+            (c.bool, c.int, c.float)
+        };
+        // A letter no number holds (pydantic: float_parsing, int_parsing).
+        assert_eq!(c(&"x".repeat(MAX_SCALAR_TEXT + 1)), (None, false, false));
+        assert_eq!(
+            c(&format!("1{}", "z".repeat(MAX_SCALAR_TEXT))),
+            (None, false, false)
+        );
+        // Digits, padding, an escape or a word's letters: taken as accepted.
+        for long in [
+            "7".repeat(MAX_SCALAR_TEXT + 1),
+            format!("{}\\n", "7".repeat(MAX_SCALAR_TEXT)),
+            format!("{}x\\n", "7".repeat(MAX_SCALAR_TEXT)),
+            format!("{}infinity", " ".repeat(MAX_SCALAR_TEXT)),
+            format!("{}\u{e9}", "7".repeat(MAX_SCALAR_TEXT)),
+        ] {
+            assert_eq!(c(&long), (None, true, true), "{long}");
         }
         let escaped_word = "\\u0074\\u0072\\u0075\\u0065";
         let c = of(
