@@ -140,6 +140,9 @@ pub enum GateError {
     /// A request from a client that is not trusted would reach a trusted pool.
     #[error("this client may not use a trusted pool")]
     UntrustedPool,
+    /// A WebSocket handshake (vLLM's `/v1/realtime`): mmgate does not tunnel upgrades.
+    #[error("WebSocket upgrades are not passed on by this gateway")]
+    WebSocket,
     /// The upstream broke the protocol or the connection.
     #[error("upstream vLLM at {upstream} failed: {reason}")]
     UpstreamFailed {
@@ -207,6 +210,7 @@ impl GateError {
             }
             GateError::ValueBound { .. } => StatusCode::BAD_REQUEST,
             GateError::UntrustedPool => StatusCode::FORBIDDEN,
+            GateError::WebSocket => StatusCode::NOT_IMPLEMENTED,
         }
     }
 
@@ -262,6 +266,7 @@ impl GateError {
             GateError::ValueBound { .. } => "value_bound",
             GateError::PoolUnavailable { .. } => "pool_unavailable",
             GateError::UntrustedPool => "untrusted_pool",
+            GateError::WebSocket => "websocket",
         }
     }
 
@@ -316,6 +321,10 @@ impl GateError {
             GateError::PoolUnavailable { .. } => (
                 "ServiceUnavailableError",
                 format!("mmgate: {self}; the operator has been told by the health checks. Retry later."),
+            ),
+            GateError::WebSocket => (
+                "NotImplementedError",
+                format!("mmgate: {self} (vLLM's /v1/realtime); open realtime sessions to vLLM directly."),
             ),
             GateError::UntrustedPool => (
                 "PermissionDeniedError",

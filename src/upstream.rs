@@ -400,6 +400,19 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// Whether a request asks to switch to WebSocket: `Upgrade: websocket` with `upgrade` in
+/// `Connection` (tokens in any case). Other upgrades (`h2c`) are simply not taken.
+pub fn asks_websocket(headers: &HeaderMap) -> bool {
+    let has = |name, token: &str| {
+        headers
+            .get_all(name)
+            .iter()
+            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+    };
+    has(header::UPGRADE, "websocket") && has(header::CONNECTION, "upgrade")
+}
+
 /// The headers that are always hop-by-hop.
 const HOP_BY_HOP: [&str; 9] = [
     "connection",

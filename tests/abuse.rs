@@ -739,3 +739,30 @@ async fn http2_bodies_over_the_limit_get_413_with_or_without_a_length() {
     }
     assert!(fake.received().is_empty());
 }
+
+#[tokio::test]
+async fn a_websocket_handshake_is_refused_in_plain_words_and_other_upgrades_are_ignored() {
+    // Upgrades are hop-by-hop and mmgate tunnels none: forwarded without them, vLLM's
+    // `/v1/realtime` handshake would become a plain GET (404). It gets a clear 501.
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    c.write(
+        b"GET /v1/realtime HTTP/1.1\r\nHost: gw\r\nUpgrade: WebSocket\r\nConnection: keep-alive, Upgrade\r\n\
+          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    )
+    .await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 501, "{}", r.head);
+    let body: serde_json::Value = serde_json::from_str(&r.text()).unwrap();
+    assert_eq!(body["error"]["type"], "NotImplementedError");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("/v1/realtime"));
+    assert!(fake.received().is_empty());
+    // An h2c upgrade (curl --http2 over plain HTTP) is answered as HTTP/1.1, as before.
+    c.write(b"GET /v1/models HTTP/1.1\r\nHost: gw\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
+        .await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.head);
+}
