@@ -396,7 +396,12 @@ fn request_errors(
             return Some(field_type(field, "of the type vLLM declares", gated()));
         }
     }
-    if completion && f.facts.prompt == PromptForm::Mixed {
+    if completion
+        && matches!(
+            f.facts.prompt,
+            PromptForm::Mixed | PromptForm::NegativeTokens
+        )
+    {
         return Some(field_type("prompt", MIXED_PROMPT, gated()));
     }
     None
@@ -509,7 +514,12 @@ fn invocations_errors(f: &Findings, up: &UpstreamFacts) -> Option<Invalid> {
         return None;
     }
     let gated = invocations_mistyped(f, target);
-    if target == RouteKind::Completions && f.facts.prompt == PromptForm::Mixed {
+    if target == RouteKind::Completions
+        && matches!(
+            f.facts.prompt,
+            PromptForm::Mixed | PromptForm::NegativeTokens
+        )
+    {
         return Some(field_type("prompt", MIXED_PROMPT, gated));
     }
     let first = gated.first()?.name();
@@ -816,9 +826,10 @@ fn completion_check(facts: &Facts, up: &UpstreamFacts) -> Option<Invalid> {
         match facts.prompt {
             PromptForm::Text if !up.fim_suffix => return Some(Invalid::Suffix),
             PromptForm::Text | PromptForm::Empty => {}
-            PromptForm::Tokens | PromptForm::Mixed | PromptForm::Other => {
-                return Some(Invalid::Suffix)
-            }
+            PromptForm::Tokens
+            | PromptForm::NegativeTokens
+            | PromptForm::Mixed
+            | PromptForm::Other => return Some(Invalid::Suffix),
         }
     }
     let prompt_logprobs = !matches!(

@@ -522,11 +522,24 @@ fn prompt_list(
     nested: &mut KindSet,
     first_int: &mut bool,
 ) -> Result<(PromptForm, Kind), SyntaxError> {
-    let (mut texts, mut lists, mut first) = (true, true, true);
+    let (mut texts, mut lists, mut first, mut negative) = (true, true, true, false);
     *first_int = false;
     let empty = sc.elements(2, |sc| {
         let start = sc.pos;
-        let kind = sc.value(3)?;
+        let kind = if sc.peek() == Some(b'[') {
+            // An inner list of token ids: each is bounded too.
+            let empty = sc.elements(3, |sc| {
+                let start = sc.pos;
+                let kind = sc.value(4)?;
+                negative |= below_zero(kind, &sc.text()[start..sc.pos]);
+                Ok(kind)
+            })?;
+            Kind::Array { empty }
+        } else {
+            let kind = sc.value(3)?;
+            negative |= below_zero(kind, &sc.text()[start..sc.pos]);
+            kind
+        };
         if std::mem::take(&mut first) {
             // A Python `int` (a `bool` is one too): an integer literal, not `1.0`.
             let literal = &sc.text()[start..sc.pos];
@@ -548,10 +561,32 @@ fn prompt_list(
     let form = match (empty, texts, ints || lists) {
         (true, _, _) => PromptForm::Empty,
         (false, true, _) => PromptForm::Text,
+        (false, false, true) if negative => PromptForm::NegativeTokens,
         (false, false, true) => PromptForm::Tokens,
         (false, false, false) => PromptForm::Mixed,
     };
     Ok((form, Kind::Array { empty }))
+}
+
+/// Whether a list element is certainly refused by `Annotated[int, Field(ge=0)]` for being
+/// below zero or no integer: a number, or a string (ASCII white space around it), that
+/// starts with `-` and has a digit other than 0 before any exponent. (A negative number
+/// that is no integer is refused as well, just for another reason.)
+fn below_zero(kind: Kind, token: &[u8]) -> bool {
+    let decoded;
+    let text = match kind {
+        Kind::Number { .. } => token,
+        Kind::Str { .. } => {
+            decoded = scan::decoded(&token[1..token.len() - 1]);
+            decoded.trim_ascii()
+        }
+        _ => return false,
+    };
+    text.first() == Some(&b'-')
+        && text
+            .iter()
+            .take_while(|b| !matches!(b, b'e' | b'E'))
+            .any(|b| matches!(b, b'1'..=b'9'))
 }
 
 /// Scans `cache_salt`: whether vLLM's `validate_cache_salt` refuses it (anything but null

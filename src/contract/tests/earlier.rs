@@ -316,6 +316,39 @@ fn completion_checks_run_before_the_gate() {
             ..
         })
     ));
+    // Token ids are `ge=0`, inner lists' too; zero is one; a text list takes "-1".
+    for prompt in [
+        r#"[-1]"#,
+        r#"[[0],[2,-3]]"#,
+        r#"[1,"-2"]"#,
+        r#"[" -1_0 "]"#,
+        r#"[-1e0]"#,
+        r#"["\u002d1",0]"#,
+    ] {
+        let negative = with(&format!(r#""prompt":{prompt}"#));
+        let (is_text, verdict) = (prompt == r#"[" -1_0 "]"#, v(render, &negative, &up));
+        if is_text {
+            assert_eq!(verdict, gate, "{prompt}");
+        } else {
+            assert!(
+                matches!(
+                    verdict,
+                    Verdict::Invalid(Invalid::FieldType {
+                        field: "prompt",
+                        ..
+                    })
+                ),
+                "{prompt}: {verdict:?}"
+            );
+        }
+    }
+    for prompt in [r#"[0,-0,-0.0,"-0"]"#, r#"[[-0e5],[1]]"#, r#"[true,false]"#] {
+        assert_eq!(
+            v(render, &with(&format!(r#""prompt":{prompt}"#)), &up),
+            gate,
+            "{prompt}"
+        );
+    }
     // A model that renders fill-in-the-middle takes a suffix with a text prompt.
     up.fim_suffix = true;
     assert_eq!(v(render, &with(r#""prompt":"p","suffix":"s""#), &up), gate);
