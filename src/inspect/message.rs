@@ -77,6 +77,9 @@ struct Message {
     author: bool,
     /// Whether `channel`, `recipient` and `content_type` are strings or null (or absent).
     harmony_fields: [bool; 3],
+    /// A member name holds a lone surrogate: pydantic cannot read it as text, so no message
+    /// type takes the message.
+    unreadable_key: bool,
 }
 
 fn is_str(k: Option<Kind>) -> bool {
@@ -213,6 +216,9 @@ impl Message {
     }
 
     fn fits(&self, text: &[u8]) -> Fits {
+        if self.unreadable_key {
+            return Fits::same(false);
+        }
         let harmony = self.harmony();
         let plain = harmony
             || self.custom(self.tool_calls, false)
@@ -249,6 +255,7 @@ pub(super) fn chat_message(
     };
     let empty = sc.members(depth, |sc, key| {
         let key = key_bytes(sc.text(), key);
+        m.unreadable_key |= super::has_surrogate(&key);
         let mut read = |sc: &mut Scanner<'_>| match &key[..] {
             b"author" if sc.peek() == Some(b'{') => {
                 let (kind, ok) = harmony_author(sc, depth + 1)?;

@@ -126,3 +126,20 @@ fn the_responses_input_items_parts_are_judged() {
         Verdict::Invalid(Invalid::InputItem)
     );
 }
+
+/// A member name with a lone surrogate cannot be read as text: no message type takes the
+/// message (`string_unicode` on the real server). (A Responses input item's names are not
+/// looked at: not modelled.)
+#[test]
+fn a_message_with_an_unreadable_member_name_is_refused() {
+    for (route, field) in [
+        (RouteKind::ChatRender, "messages"),
+        (RouteKind::Tokenize, "messages"),
+        (RouteKind::Embeddings, "messages"),
+    ] {
+        let message = r#"{"role":"user","content":"hi","x\ud800":1}"#;
+        assert!(refused(&one(route, field, message)), "{route:?} {message}");
+        let fine = r#"{"role":"user","content":"hi","x\ud800y":1}"#.replace("\\ud800", "\\u00e9");
+        assert_eq!(one(route, field, &fine), GATE, "{route:?} {fine}");
+    }
+}
