@@ -280,7 +280,10 @@ pub fn text(s: &Suggestion) -> String {
         out.push_str("no logged kwargs values: enable [log] kwargs_values = true in the policy\n");
     }
     for f in &s.fields {
-        out.push_str(&format!("{} '{}'\n", f.flag, f.proposal));
+        // Single-quoted for a shell: a quote inside (a string value) is closed, escaped
+        // and reopened.
+        let quoted = f.proposal.to_string().replace('\'', r"'\''");
+        out.push_str(&format!("{} '{quoted}'\n", f.flag));
         out.push_str(&format!(
             "  makes {} of {} offending requests sending {} redundant ({:.1}%)\n",
             f.redundant,

@@ -179,6 +179,29 @@ fn the_advisor_proposes_the_values_most_clients_send_with_their_share() {
 }
 
 #[test]
+fn the_advisors_flag_is_quoted_for_a_shell() {
+    let line = r#"{"ts":"2026-11-01T08:00:00.000Z","event":"offending_request","route":"chat","path":"/v1/chat/completions","mode":"shadow","action":"forwarded","param":"mm_processor_kwargs","fields":[{"name":"mm_processor_kwargs","keys":["mode"],"values":{"mode":"it's"}}],"stripped":[],"status":200,"client_addr":"10.0.0.9","client":"legacy","pool":null,"user_agent":null,"request_id":"r"}"#;
+    let text = stdout(&report(&["--suggest", "-"], Some(line.as_bytes())));
+    let flag = text
+        .lines()
+        .find(|l| l.starts_with("--mm-processor-kwargs "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(flag, r#"--mm-processor-kwargs '{"mode":"it'\''s"}'"#);
+    // What a shell makes of it is the proposal itself.
+    let echoed = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("printf %s {}", &flag["--mm-processor-kwargs ".len()..]),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&echoed.stdout),
+        r#"{"mode":"it's"}"#
+    );
+}
+
+#[test]
 fn the_advisor_proposes_nothing_from_lines_without_values() {
     let line = r#"{"ts":"2026-11-01T08:00:00.000Z","event":"offending_request","route":"chat","path":"/v1/chat/completions","mode":"shadow","action":"forwarded","param":"mm_processor_kwargs","fields":[{"name":"mm_processor_kwargs","keys":["max_pixels"]}],"stripped":[],"status":200,"client_addr":"10.0.0.9","client":"legacy","pool":null,"user_agent":null,"request_id":"r"}"#;
     let text = stdout(&report(&["--suggest", "-"], Some(line.as_bytes())));
