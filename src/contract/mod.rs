@@ -380,6 +380,10 @@ fn request_errors(
         if f.facts.logit_bias_refused {
             return Some(field_type("logit_bias", "an object of numbers", gated()));
         }
+        // Declared by the chat and completion requests.
+        if formats && route != RouteKind::ChatBatch && f.facts.stream_options_refused {
+            return Some(field_type("stream_options", STREAM_OPTIONS, gated()));
+        }
     }
     if let (true, StrField::Other(_)) = (model, &f.facts.model) {
         return Some(field_type("model", "a string", gated()));
@@ -491,6 +495,9 @@ const RESPONSE_FORMAT: &str = "a response format whose json_schema has a string 
 
 const STRUCTURED_OUTPUTS: &str =
     "an object of StructuredOutputsParams' fields with exactly one constraint";
+
+const STREAM_OPTIONS: &str =
+    "an object whose include_usage and continuous_usage_stats are booleans";
 
 const MIXED_PROMPT: &str = "a string or a list of strings, integers or integer lists";
 

@@ -173,6 +173,8 @@ pub struct Facts {
     /// not an object or null, a member of a type its field does not take, or not exactly
     /// one constraint set.
     pub structured_outputs_refused: bool,
+    /// `StreamOptions` refuses the (last) `stream_options` object for a member it types.
+    pub stream_options_refused: bool,
     /// `logit_bias` (its last occurrence) holds a value pydantic's `float` refuses.
     pub logit_bias_refused: bool,
 }

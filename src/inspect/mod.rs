@@ -428,6 +428,11 @@ fn fact_value(
             facts.response_format_refused = false;
             sc.value(2)?
         }
+        b"stream_options" => {
+            let (kind, refused) = shapes::stream_options(sc)?;
+            facts.stream_options_refused = refused;
+            kind
+        }
         b"logit_bias" => {
             let (kind, refused) = shapes::logit_bias(sc)?;
             facts.logit_bias_refused = refused;

@@ -689,6 +689,35 @@ fn json_schema(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), Synta
 /// Scans `logit_bias` at the cursor (a top-level member's value, `dict[str, float] | None`):
 /// whether the last value of some key is one pydantic's lax `float` refuses (null, a list,
 /// an object, or a string that spells no number).
+/// Scans `stream_options`: whether its `StreamOptions` refuses it for a member it types
+/// (`include_usage`, `continuous_usage_stats`: `bool | None`, the last of each counting).
+pub(super) fn stream_options(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
+    if sc.peek() != Some(b'{') {
+        return Ok((sc.value(2)?, false));
+    }
+    let mut refused = [false; 2];
+    let empty = sc.members(2, |sc, key| {
+        let at = match &key_bytes(sc.text(), key)[..] {
+            b"include_usage" => Some(0),
+            b"continuous_usage_stats" => Some(1),
+            _ => None,
+        };
+        let start = sc.pos;
+        let kind = sc.value(3)?;
+        if let Some(at) = at {
+            refused[at] = match kind {
+                Kind::Null | Kind::Bool(_) => false,
+                Kind::Number { .. } | Kind::Str { .. } => {
+                    coerce::of(kind, &sc.text()[start..sc.pos]).bool.is_none()
+                }
+                _ => true,
+            };
+        }
+        Ok(())
+    })?;
+    Ok((Kind::Object { empty }, refused.contains(&true)))
+}
+
 pub(super) fn logit_bias(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
     if sc.peek() != Some(b'{') {
         return Ok((sc.value(2)?, false));

@@ -654,3 +654,48 @@ fn only_the_assistant_and_a_named_function_take_null_content() {
         assert_eq!(chat(taken), gate, "{taken}");
     }
 }
+
+/// `stream_options` is a `StreamOptions`: `include_usage` and `continuous_usage_stats` are
+/// `bool | None` (pydantic's lax words and 0/1 taken), the last of each counting; other
+/// members are allowed. Declared by the chat and completion requests only. (Checked
+/// against the render server.)
+#[test]
+fn stream_options_members_are_booleans() {
+    let up = UpstreamFacts::default();
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    let with = |route, so: &str| {
+        let member = format!(r#""stream":true,"stream_options":{so}"#);
+        with_kwargs(route, r#""prompt":"hi""#, &member, &up)
+    };
+    for route in [RouteKind::Completions, RouteKind::CompletionsRender] {
+        for taken in [
+            r#"{"include_usage":true}"#,
+            r#"{"include_usage":null,"continuous_usage_stats":"yes"}"#,
+            r#"{"continuous_usage_stats":1.0}"#,
+            r#"{"include_usage":"x","include_usage":false}"#,
+            r#"{"other":[]}"#,
+            "{}",
+        ] {
+            assert_eq!(with(route, taken), gate, "{taken}");
+        }
+        for refused in [
+            r#"{"include_usage":"x"}"#,
+            r#"{"continuous_usage_stats":2}"#,
+            r#"{"include_usage":[]}"#,
+            r#"{"include_usage":true,"include_usage":" true"}"#,
+        ] {
+            assert!(
+                matches!(
+                    with(route, refused),
+                    Verdict::Invalid(Invalid::FieldType {
+                        field: "stream_options",
+                        ..
+                    })
+                ),
+                "{refused}"
+            );
+        }
+    }
+    // `/tokenize` declares no `stream_options`.
+    assert_eq!(with(RouteKind::Tokenize, r#"{"include_usage":"x"}"#), gate);
+}
