@@ -256,14 +256,13 @@ impl Gateway {
         if req.extensions().get::<AmbiguousFraming>().is_some() {
             return Err(GateError::AmbiguousFraming);
         }
-        // Upgrades are hop-by-hop: a WebSocket handshake sent on without them would reach
-        // vLLM as a plain GET (a 404), so it is refused here in plain words.
-        if crate::upstream::asks_websocket(req.headers()) {
+        // Everything below reads the headers vLLM will get: a header the client names in
+        // `Connection` is removed before forwarding, so no verdict may rest on it. Upgrades
+        // are hop-by-hop too: a WebSocket handshake sent on without them would reach vLLM
+        // as a plain GET (a 404), so it is refused here in plain words.
+        if remove_hop_by_hop(req.headers_mut()) {
             return Err(GateError::WebSocket);
         }
-        // Everything below reads the headers vLLM will get: a header the client names in
-        // `Connection` is removed before forwarding, so no verdict may rest on it.
-        remove_hop_by_hop(req.headers_mut());
         // Classified first (it is pure), so that a refusal is counted on its route too.
         let route = classify(
             req.method(),

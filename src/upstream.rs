@@ -376,7 +376,10 @@ impl http_body::Body for Watched {
 }
 
 /// Removes hop-by-hop headers: the fixed list and every header `Connection` names.
-pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+///
+/// Returns whether they asked to switch to WebSocket ([`asks_websocket`]), which is looked
+/// at only when they hold hop-by-hop fields (most requests hold none).
+pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
     // One pass over the names finds the fixed ones (most messages carry none, and then
     // nothing is allocated); removing by `HeaderName` skips parsing a name per lookup.
     let mut named: Vec<HeaderName> = headers
@@ -385,8 +388,9 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
         .cloned()
         .collect();
     if named.is_empty() {
-        return;
+        return false;
     }
+    let websocket = asks_websocket(headers);
     named.extend(
         headers
             .get_all(header::CONNECTION)
@@ -398,11 +402,12 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     for name in &named {
         headers.remove(name);
     }
+    websocket
 }
 
 /// Whether a request asks to switch to WebSocket: `Upgrade: websocket` with `upgrade` in
 /// `Connection` (tokens in any case). Other upgrades (`h2c`) are simply not taken.
-pub fn asks_websocket(headers: &HeaderMap) -> bool {
+fn asks_websocket(headers: &HeaderMap) -> bool {
     let has = |name, token: &str| {
         headers
             .get_all(name)

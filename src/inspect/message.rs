@@ -255,7 +255,8 @@ pub(super) fn chat_message(
     };
     let empty = sc.members(depth, |sc, key| {
         let key = key_bytes(sc.text(), key);
-        m.unreadable_key |= super::has_surrogate(&key);
+        // A name is short: a plain look for the lead byte before the search.
+        m.unreadable_key |= key.contains(&0xED) && super::has_surrogate(&key);
         let mut read = |sc: &mut Scanner<'_>| match &key[..] {
             b"author" if sc.peek() == Some(b'{') => {
                 let (kind, ok) = harmony_author(sc, depth + 1)?;
