@@ -295,15 +295,9 @@ async fn plain_http_stays_available_beside_the_tls_listener() {
     let pki = Pki::new(&dir, "gw");
     let server = pki.server("server");
     let fake = FakeVllm::start().await;
-    let policy = format!(
-        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\nplain_addr = \"127.0.0.1:0\"\n[upstream]\nurl = \"{}\"\n{}",
-        fake.url(),
-        tls_section(&pki, &server, "none")
-    );
-    let config = Config::parse(&policy).unwrap();
-    let gw = mmgate::server::start(config, std::time::Duration::from_secs(5))
-        .await
-        .unwrap();
+    let listen = "plain_addr = \"127.0.0.1:0\"\n";
+    let tls = tls_section(&pki, &server, "none");
+    let gw = started(&fake, listen, &tls, std::time::Duration::from_secs(5)).await;
     let plain = gw.plain.expect("a plain listener");
     let r = post_json(&client(), plain, CHAT, KWARGS_BODY).await;
     assert_eq!(r.status, 200);
@@ -431,15 +425,11 @@ async fn a_stop_does_not_wait_for_a_tls_handshake_that_never_comes() {
     let pki = Pki::new(&dir, "gw");
     let server = pki.server("server");
     let fake = FakeVllm::start().await;
-    let text = format!(
-        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[upstream]\nurl = \"{}\"\n[limits]\nheader_timeout_ms = 600000\n{}",
-        fake.url(),
+    let rest = format!(
+        "[limits]\nheader_timeout_ms = 600000\n{}",
         tls_section(&pki, &server, "none")
     );
-    let config = Config::parse(&text).unwrap();
-    let gw = mmgate::server::start(config, std::time::Duration::from_secs(600))
-        .await
-        .unwrap();
+    let gw = started(&fake, "", &rest, std::time::Duration::from_secs(600)).await;
     let _silent = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
     // Connections are accepted in order: once a later one is answered, the silent one is
     // in its handshake.
@@ -509,4 +499,20 @@ certificate_names = ["other.clients.test"]
         (401, 0),
         "a certificate naming two clients was identified as one of them"
     );
+}
+
+/// A gateway in front of `fake` with `listen` lines added to `[listen]`, then `rest`, that
+/// drains for `drain` when stopped.
+async fn started(
+    fake: &FakeVllm,
+    listen: &str,
+    rest: &str,
+    drain: std::time::Duration,
+) -> mmgate::server::Running {
+    let text = format!(
+        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n{listen}[upstream]\nurl = \"{}\"\n{rest}",
+        fake.url()
+    );
+    let config = Config::parse(&text).unwrap();
+    mmgate::server::start(config, drain).await.unwrap()
 }

@@ -100,7 +100,6 @@ impl Pki {
     }
 
     fn issue(&self, file: &str, cn: &str, dns: &[&str], server: bool) -> Leaf {
-        let key = KeyPair::generate().unwrap();
         let mut p =
             CertificateParams::new(dns.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
         p.distinguished_name.push(DnType::CommonName, cn);
@@ -113,6 +112,12 @@ impl Pki {
         } else {
             ExtendedKeyUsagePurpose::ClientAuth
         }];
+        self.sign(file, p)
+    }
+
+    /// Signs `p` with the CA under a new key, written as `file.pem` and `file.key`.
+    fn sign(&self, file: &str, p: CertificateParams) -> Leaf {
+        let key = KeyPair::generate().unwrap();
         let cert = p.signed_by(&key, &self.ca, &self.ca_key).unwrap();
         let cert_pem = self.dir.join(format!("{file}.pem"));
         let key_pem = self.dir.join(format!("{file}.key"));
@@ -129,23 +134,12 @@ impl Pki {
     /// A client certificate whose subject has a second common name attribute after `cn`
     /// (the CN OID written as a custom attribute, so rcgen keeps both).
     pub fn client_two_cns(&self, file: &str, cn: &str, second_cn: &str) -> Leaf {
-        let key = KeyPair::generate().unwrap();
         let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
         p.distinguished_name.push(DnType::CommonName, cn);
         p.distinguished_name
             .push(DnType::CustomDnType(vec![2, 5, 4, 3]), second_cn);
         p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let cert = p.signed_by(&key, &self.ca, &self.ca_key).unwrap();
-        let cert_pem = self.dir.join(format!("{file}.pem"));
-        let key_pem = self.dir.join(format!("{file}.key"));
-        std::fs::write(&cert_pem, cert.pem()).unwrap();
-        std::fs::write(&key_pem, key.serialize_pem()).unwrap();
-        Leaf {
-            der: cert.der().clone(),
-            key_der: key.serialize_der(),
-            cert_pem,
-            key_pem,
-        }
+        self.sign(file, p)
     }
 
     /// A server certificate for `localhost` and 127.0.0.1.
