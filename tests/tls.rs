@@ -454,30 +454,9 @@ async fn a_certificate_with_two_common_names_of_two_clients_identifies_neither()
     assert_eq!(names.subject_cn.as_deref(), Some("vision.clients.test"));
     let default = FakeVllm::start().await;
     let trusted = FakeVllm::start().await;
-    let policy = format!(
-        r#"{}
-[identity]
-unknown = "reject"
-[gate]
-default = "strip"
-[pools.default]
-members = ["{{DEFAULT}}"]
-health_check = false
-[pools.trusted]
-members = ["{{TRUSTED}}"]
-trusted = true
-health_check = false
-allow_unknown_keys = true
-[clients.vision]
-certificate_names = ["vision.clients.test"]
-trusted = true
-mode = "route"
-route_to = "trusted"
-[clients.other]
-certificate_names = ["other.clients.test"]
-"#,
-        tls_section(&pki, &server, "required")
-    );
+    let extra = "[clients.other]\ncertificate_names = [\"other.clients.test\"]\n\
+                 [identity]\nunknown = \"reject\"\n";
+    let policy = mtls_policy(&pki, &server, "required", extra);
     let gw = gateway_with(
         &policy,
         &[("DEFAULT", default.url()), ("TRUSTED", trusted.url())],
