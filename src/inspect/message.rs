@@ -11,9 +11,10 @@
 //! and as the chat request does.
 //!
 //! Only what no coercion can avoid is refused: inside a list, an object is taken as a
-//! content part or a tool call whatever its members (nearly every object is: several part
-//! types have no required key), and OpenAI's content lists (`Iterable`) are validated only
-//! when read, after the gate.
+//! content part whatever its members (nearly every object is: several part types have no
+//! required key), a tool call is read for the members its types require, and OpenAI's
+//! lists (`Iterable`) are validated only when read (`tool_calls`: by the chat request's
+//! after-validator; content: after the gate).
 
 use std::ops::Range;
 
@@ -80,6 +81,26 @@ struct Message {
     /// A member name holds a lone surrogate: pydantic cannot read it as text, so no message
     /// type takes the message.
     unreadable_key: bool,
+    /// What the (last) `tool_calls` list's objects are, when it is a list.
+    calls: Calls,
+}
+
+/// What the objects of a `tool_calls` list are (both true for another value).
+#[derive(Clone, Copy)]
+struct Calls {
+    /// Every one is OpenAI's function tool call (the one type vLLM's custom message lists).
+    function: bool,
+    /// Every one is a function or a custom tool call (the assistant message's union).
+    any: bool,
+}
+
+impl Default for Calls {
+    fn default() -> Self {
+        Calls {
+            function: true,
+            any: true,
+        }
+    }
 }
 
 fn is_str(k: Option<Kind>) -> bool {
@@ -168,6 +189,7 @@ impl Message {
             && str_or_absent(self.name)
             && optional_str(self.tool_call_id)
             && objects(tool_calls)
+            && self.calls.function
             && optional_str(self.reasoning(chat))
             && objects(self.tools)
             && optional_str(self.task)
@@ -193,7 +215,7 @@ impl Message {
                 // after-validator makes it a list.
                 let calls = match tool_calls {
                     None => true,
-                    Some(v) if chat => list_of(v, KindSet::OBJECT),
+                    Some(v) if chat => list_of(v, KindSet::OBJECT) && self.calls.any,
                     Some(v) => iterable(v.0),
                 };
                 content.is_none_or(|c| c == Kind::Null || iterable(c))
@@ -263,6 +285,11 @@ pub(super) fn chat_message(
                 m.author = ok;
                 Ok(kind)
             }
+            b"tool_calls" if sc.peek() == Some(b'[') => {
+                let (kind, calls) = tool_call_list(sc, depth + 1)?;
+                m.calls = calls;
+                Ok(kind)
+            }
             _ => sc.value(depth + 1),
         };
         let start = sc.pos;
@@ -279,6 +306,81 @@ pub(super) fn chat_message(
     })?;
     *roles &= is_str(m.role);
     Ok((Kind::Object { empty }, m.fits(sc.text())))
+}
+
+/// Scans a `tool_calls` list (at `depth`): what its objects are. Other elements are judged
+/// by their kinds.
+fn tool_call_list(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, Calls), SyntaxError> {
+    let mut calls = Calls::default();
+    let empty = sc.elements(depth, |sc| {
+        if sc.peek() != Some(b'{') {
+            return sc.value(depth + 1);
+        }
+        let (kind, function, custom) = tool_call(sc, depth + 1)?;
+        calls.function &= function;
+        calls.any &= function || custom;
+        Ok(kind)
+    })?;
+    Ok((Kind::Array { empty }, calls))
+}
+
+/// Scans one tool call object: whether it is OpenAI's function tool call (`id` a string,
+/// `type` "function", `function` an object with string `name` and `arguments`) and whether
+/// it is its custom one (`type` "custom", `custom` with string `name` and `input`). Extra
+/// members are ignored, as by a `TypedDict`; the last of duplicates counts.
+fn tool_call(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool, bool), SyntaxError> {
+    let (mut id, mut ty, mut function, mut custom) = (false, None, false, false);
+    let empty = sc.members(depth, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        match &key[..] {
+            b"type" if sc.peek() == Some(b'"') => {
+                let s = sc.string()?;
+                ty = match &key_bytes(sc.text(), s)[..] {
+                    b"function" => Some(true),
+                    b"custom" => Some(false),
+                    _ => None,
+                };
+            }
+            b"function" => function = named(sc, depth + 1, b"arguments")?,
+            b"custom" => custom = named(sc, depth + 1, b"input")?,
+            other => {
+                let kind = sc.value(depth + 1)?;
+                match other {
+                    b"id" => id = matches!(kind, Kind::Str { .. }),
+                    b"type" => ty = None,
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    })?;
+    let kind = Kind::Object { empty };
+    Ok((
+        kind,
+        id && ty == Some(true) && function,
+        id && ty == Some(false) && custom,
+    ))
+}
+
+/// Scans a value (at `depth`): whether it is an object whose `name` and `other` members are
+/// strings (the last of each).
+fn named(sc: &mut Scanner<'_>, depth: usize, other: &[u8]) -> Result<bool, SyntaxError> {
+    if sc.peek() != Some(b'{') {
+        sc.value(depth)?;
+        return Ok(false);
+    }
+    let (mut name, mut second) = (false, false);
+    sc.members(depth, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        let text = matches!(sc.value(depth + 1)?, Kind::Str { .. });
+        match &key[..] {
+            b"name" => name = text,
+            k if k == other => second = text,
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(name && second)
 }
 
 /// Scans a harmony message's `author` object: its kind, and whether `Author` may take it (a

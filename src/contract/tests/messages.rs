@@ -143,3 +143,34 @@ fn a_message_with_an_unreadable_member_name_is_refused() {
         assert_eq!(one(route, field, &fine), GATE, "{route:?} {fine}");
     }
 }
+
+/// A tool call is OpenAI's function call (`id`, `type` "function", `function` with string
+/// `name` and `arguments`) or its custom call (`type` "custom", `custom` with `name` and
+/// `input`). The assistant message's `Iterable` of either is read only by the chat
+/// request's after-validator; vLLM's custom message lists function calls only, always read.
+#[test]
+fn tool_calls_are_function_or_custom_calls() {
+    let function = r#"{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}"#;
+    let custom = r#"{"id":"c","type":"custom","custom":{"name":"f","input":"x"}}"#;
+    let no_arguments = r#"{"id":"c","type":"function","function":{"name":"f"}}"#;
+    let message = |role: &str, call: &str| format!(r#"{{"role":"{role}","tool_calls":[{call}]}}"#);
+    for route in [RouteKind::ChatRender, RouteKind::Tokenize] {
+        let chat = route == RouteKind::ChatRender;
+        assert_eq!(
+            one(route, "messages", &message("assistant", function)),
+            GATE
+        );
+        assert_eq!(one(route, "messages", &message("assistant", custom)), GATE);
+        assert_eq!(one(route, "messages", &message("other", function)), GATE);
+        let v = one(route, "messages", &message("assistant", no_arguments));
+        assert_eq!(
+            refused(&v),
+            chat,
+            "{route:?}: read only by the chat request"
+        );
+        for call in [custom, no_arguments] {
+            let v = one(route, "messages", &message("other", call));
+            assert!(refused(&v), "{route:?} {call}");
+        }
+    }
+}
