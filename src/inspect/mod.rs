@@ -343,7 +343,18 @@ fn dict_value(sc: &mut Scanner<'_>, nested: &mut KindSet) -> Result<Kind, Syntax
         let start = sc.pos;
         let kind = sc.value(3)?;
         if known {
-            let kinds = sc.kinds(kind, start);
+            let mut kinds = sc.kinds(kind, start);
+            // A list value's elements: `vllm_xargs` takes lists of strings and numbers (a
+            // bool is an int) only, and no field takes a list as an object; so a list of
+            // anything else is marked as an object too, which no list-taking type takes.
+            let scalars = KindSet::BOOL
+                .or(KindSet::NUMBER)
+                .or(KindSet::NON_FINITE)
+                .or(KindSet::STR)
+                .or(KindSet::NOT_INT);
+            if matches!(kind, Kind::Array { .. }) && !sc.inner().within(scalars) {
+                kinds = kinds.or(KindSet::OBJECT);
+            }
             match distinct.place(key_bytes(sc.text(), key)) {
                 (i, false) => last[i] = kinds,
                 (_, true) if last.len() < DICT_KEYS => last.push(kinds),

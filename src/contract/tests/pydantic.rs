@@ -699,3 +699,36 @@ fn stream_options_members_are_booleans() {
     // `/tokenize` declares no `stream_options`.
     assert_eq!(with(RouteKind::Tokenize, r#"{"include_usage":"x"}"#), gate);
 }
+
+/// `vllm_xargs` is `dict[str, str | int | float | list[str | int | float]]`: a list value
+/// holding null, an object or a list is refused. (Checked against the render server.)
+#[test]
+fn vllm_xargs_list_values_hold_strings_and_numbers() {
+    let up = UpstreamFacts::default();
+    let with = |xargs: &str| {
+        let member = format!(r#""vllm_xargs":{xargs}"#);
+        with_kwargs(RouteKind::Completions, r#""prompt":"hi""#, &member, &up)
+    };
+    for taken in [
+        r#"{"a":[1,"s",1.5,true]}"#,
+        r#"{"a":[]}"#,
+        r#"{"a":[[]],"a":[1]}"#,
+    ] {
+        assert_eq!(
+            with(taken),
+            Verdict::Reject(Field::MmProcessorKwargs),
+            "{taken}"
+        );
+    }
+    for refused in [
+        r#"{"a":[[]]}"#,
+        r#"{"a":[null]}"#,
+        r#"{"a":[1,{}]}"#,
+        r#"{"a":[1],"a":[[1]]}"#,
+    ] {
+        assert!(
+            matches!(with(refused), Verdict::Invalid(Invalid::FieldType { .. })),
+            "{refused}"
+        );
+    }
+}
