@@ -384,6 +384,9 @@ fn request_errors(
         if formats && route != RouteKind::ChatBatch && f.facts.stream_options_refused {
             return Some(field_type("stream_options", STREAM_OPTIONS, gated()));
         }
+        if formats && route != RouteKind::ChatBatch && f.facts.repetition_detection_refused {
+            return Some(Invalid::ModelCheck("repetition_detection"));
+        }
     }
     if let (true, StrField::Other(_)) = (model, &f.facts.model) {
         return Some(field_type("model", "a string", gated()));

@@ -193,6 +193,63 @@ impl Scalar {
     }
 }
 
+/// What pydantic's lax `int` makes of a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntValue {
+    /// Refused.
+    Refused,
+    /// Taken as this (saturated beyond `i128`, which no bound reaches).
+    Value(i128),
+    /// Not read here (a string too long to decode).
+    Unknown,
+}
+
+/// What pydantic's lax `int` makes of a value's token (a string with its quotes).
+pub fn int_value(kind: Kind, token: &[u8]) -> IntValue {
+    let digits = |text: &str| {
+        let whole = text.split('.').next().unwrap_or("");
+        match whole.parse::<i128>() {
+            Ok(n) => IntValue::Value(n),
+            Err(_) if whole.starts_with('-') => IntValue::Value(i128::MIN),
+            Err(_) => IntValue::Value(i128::MAX),
+        }
+    };
+    match kind {
+        Kind::Bool(b) => IntValue::Value(i128::from(b)),
+        Kind::Number { .. } => {
+            let Ok(text) = std::str::from_utf8(token) else {
+                return IntValue::Unknown;
+            };
+            if !token.iter().any(|c| matches!(c, b'.' | b'e' | b'E')) {
+                return digits(text);
+            }
+            match (of(kind, token).int, text.parse::<f64>()) {
+                (true, Ok(x)) => IntValue::Value(x as i128),
+                (true, Err(_)) => IntValue::Unknown,
+                (false, _) => IntValue::Refused,
+            }
+        }
+        Kind::Str { .. } => {
+            let raw = &token[1..token.len() - 1];
+            if raw.len() > MAX_SCALAR_TEXT {
+                return match no_number(raw) {
+                    true => IntValue::Refused,
+                    false => IntValue::Unknown,
+                };
+            }
+            let decoded = scan::decoded(raw);
+            if !text(&decoded).int {
+                return IntValue::Refused;
+            }
+            match std::str::from_utf8(trim(&decoded)) {
+                Ok(t) => digits(&t.replace('_', "")),
+                Err(_) => IntValue::Unknown,
+            }
+        }
+        _ => IntValue::Refused,
+    }
+}
+
 /// Strings longer than this (as written, escapes and all) are not decoded: no bool word is
 /// that long, and they are taken as accepted by `int` and `float` (the type checks then
 /// refuse nothing on their account; only padding or zeros make such a number) unless a

@@ -175,6 +175,8 @@ pub struct Facts {
     pub structured_outputs_refused: bool,
     /// `StreamOptions` refuses the (last) `stream_options` object for a member it types.
     pub stream_options_refused: bool,
+    /// `RepetitionDetectionParams` refuses the (last) `repetition_detection`.
+    pub repetition_detection_refused: bool,
     /// `logit_bias` (its last occurrence) holds a value pydantic's `float` refuses.
     pub logit_bias_refused: bool,
 }

@@ -439,6 +439,11 @@ fn fact_value(
             facts.response_format_refused = false;
             sc.value(2)?
         }
+        b"repetition_detection" => {
+            let (kind, refused) = shapes::repetition_detection(sc)?;
+            facts.repetition_detection_refused = refused;
+            kind
+        }
         b"stream_options" => {
             let (kind, refused) = shapes::stream_options(sc)?;
             facts.stream_options_refused = refused;

@@ -689,6 +689,43 @@ fn json_schema(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), Synta
 /// Scans `logit_bias` at the cursor (a top-level member's value, `dict[str, float] | None`):
 /// whether the last value of some key is one pydantic's lax `float` refuses (null, a list,
 /// an object, or a string that spells no number).
+/// Scans `repetition_detection`: whether vLLM's `RepetitionDetectionParams` refuses it:
+/// neither an object nor null, a member pydantic's lax `int` refuses (null included), or
+/// its `__post_init__`: sizes below zero, the minimum size above the maximum, or
+/// `min_count` below 2 once the maximum is set (the last of duplicates counting).
+pub(super) fn repetition_detection(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
+    use coerce::IntValue;
+    if sc.peek() != Some(b'{') {
+        let kind = sc.value(2)?;
+        return Ok((kind, kind != Kind::Null));
+    }
+    // `max_pattern_size`, `min_pattern_size`, `min_count`, each 0 by default.
+    let mut values = [IntValue::Value(0); 3];
+    let empty = sc.members(2, |sc, key| {
+        let at = match &key_bytes(sc.text(), key)[..] {
+            b"max_pattern_size" => Some(0),
+            b"min_pattern_size" => Some(1),
+            b"min_count" => Some(2),
+            _ => None,
+        };
+        let start = sc.pos;
+        let kind = sc.value(3)?;
+        if let Some(at) = at {
+            values[at] = coerce::int_value(kind, &sc.text()[start..sc.pos]);
+        }
+        Ok(())
+    })?;
+    let refused = match values {
+        _ if values.contains(&IntValue::Refused) => true,
+        [IntValue::Value(max), IntValue::Value(min), IntValue::Value(count)] => {
+            max < 0 || min < 0 || min > max || (max > 0 && count < 2)
+        }
+        // A value not read here: nothing is certain.
+        _ => false,
+    };
+    Ok((Kind::Object { empty }, refused))
+}
+
 /// Scans `stream_options`: whether its `StreamOptions` refuses it for a member it types
 /// (`include_usage`, `continuous_usage_stats`: `bool | None`, the last of each counting).
 pub(super) fn stream_options(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {

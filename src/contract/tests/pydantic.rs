@@ -732,3 +732,46 @@ fn vllm_xargs_list_values_hold_strings_and_numbers() {
         );
     }
 }
+
+/// `repetition_detection` is vLLM's `RepetitionDetectionParams` dataclass: its three
+/// members are lax `int`s (not null), then its `__post_init__` refuses sizes below zero, a
+/// minimum size above the maximum, and `min_count` below 2 once the maximum is set.
+/// (Checked against the render server.)
+#[test]
+fn repetition_detection_is_read_as_its_dataclass() {
+    let up = UpstreamFacts::default();
+    let with = |rd: &str| {
+        let member = format!(r#""repetition_detection":{rd}"#);
+        with_kwargs(RouteKind::Completions, r#""prompt":"hi""#, &member, &up)
+    };
+    for taken in [
+        "null",
+        "{}",
+        r#"{"max_pattern_size":"2","min_count":" 3 "}"#,
+        r#"{"max_pattern_size":2,"min_pattern_size":2,"min_count":2,"x":[]}"#,
+        r#"{"max_pattern_size":0,"min_count":0}"#,
+        r#"{"min_count":null,"min_count":5}"#,
+    ] {
+        assert_eq!(
+            with(taken),
+            Verdict::Reject(Field::MmProcessorKwargs),
+            "{taken}"
+        );
+    }
+    for refused in [
+        "[]",
+        r#"{"min_count":null}"#,
+        r#"{"max_pattern_size":2.5}"#,
+        r#"{"max_pattern_size":2,"min_count":1}"#,
+        r#"{"max_pattern_size":2.0,"min_count":true}"#,
+        r#"{"max_pattern_size":-1}"#,
+        r#"{"min_pattern_size":3,"max_pattern_size":2,"min_count":2}"#,
+        r#"{"min_count":"x"}"#,
+    ] {
+        assert!(
+            matches!(with(refused), Verdict::Invalid(_)),
+            "{refused}: {:?}",
+            with(refused)
+        );
+    }
+}
