@@ -25,9 +25,9 @@ use crate::listen::ConnInfo;
 /// The identity a TLS listener found in the client's certificate.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PeerCertificate {
-    /// The subject's common name.
+    /// The subject's (first) common name.
     pub subject_cn: Option<String>,
-    /// DNS and URI subject alternative names.
+    /// DNS and URI subject alternative names, and the subject's further common names.
     pub sans: Vec<String>,
 }
 

@@ -403,12 +403,7 @@ fn request_errors(
             return Some(field_type(field, "of the type vLLM declares", gated()));
         }
     }
-    if completion
-        && matches!(
-            f.facts.prompt,
-            PromptForm::Mixed | PromptForm::NegativeTokens
-        )
-    {
+    if completion && f.facts.prompt == PromptForm::Mixed {
         return Some(field_type("prompt", MIXED_PROMPT, gated()));
     }
     None
@@ -524,12 +519,7 @@ fn invocations_errors(f: &Findings, up: &UpstreamFacts) -> Option<Invalid> {
         return None;
     }
     let gated = invocations_mistyped(f, target);
-    if target == RouteKind::Completions
-        && matches!(
-            f.facts.prompt,
-            PromptForm::Mixed | PromptForm::NegativeTokens
-        )
-    {
+    if target == RouteKind::Completions && f.facts.prompt == PromptForm::Mixed {
         return Some(field_type("prompt", MIXED_PROMPT, gated));
     }
     let first = gated.first()?.name();
@@ -836,10 +826,9 @@ fn completion_check(facts: &Facts, up: &UpstreamFacts) -> Option<Invalid> {
         match facts.prompt {
             PromptForm::Text if !up.fim_suffix => return Some(Invalid::Suffix),
             PromptForm::Text | PromptForm::Empty => {}
-            PromptForm::Tokens
-            | PromptForm::NegativeTokens
-            | PromptForm::Mixed
-            | PromptForm::Other => return Some(Invalid::Suffix),
+            PromptForm::Tokens | PromptForm::Mixed | PromptForm::Other => {
+                return Some(Invalid::Suffix)
+            }
         }
     }
     let prompt_logprobs = !matches!(

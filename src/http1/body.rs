@@ -106,8 +106,9 @@ impl Reading {
     }
 
     /// While a request is being answered: reads what the client sends meanwhile (the next
-    /// pipelined request) and tells whether it has left: closed its side with nothing
-    /// pipelined (a client that sent its requests and then shut its side down is answered).
+    /// pipelined request) and tells whether it has left: reset the connection, or closed its
+    /// side with nothing pipelined (a client that sent its requests and then shut its side
+    /// down is answered).
     /// Stops reading once `MAX_BUFFERED` bytes wait; a body still being read is the body's
     /// to read.
     pub(super) fn poll_gone(&mut self, cx: &mut Context<'_>) -> bool {

@@ -142,7 +142,7 @@ impl Scalar {
     }
 
     /// For a number: whether it lies within `lo..=hi` (exactly for integers, as a float
-    /// otherwise); `None` for a number too long to have been kept, or for another value.
+    /// otherwise); `None` for a long number that is no integer literal, or another value.
     pub fn number_within(&self, lo: i128, hi: i128) -> Option<bool> {
         // At least 10^23 either way: within only a bound that is absent (an open end).
         const LONG: i128 = 10i128.pow(23);
@@ -168,7 +168,8 @@ impl Scalar {
     }
 
     /// For a number: whether it is written without fraction or exponent (`json.loads`
-    /// makes it an `int`); `None` for a number too long to have been kept, or another value.
+    /// makes it an `int`); `None` for a long number that is no integer literal, or another
+    /// value.
     pub fn json_int(&self) -> Option<bool> {
         if let Scalar::LongInt(..) = self {
             return Some(true);
@@ -217,16 +218,14 @@ pub fn int_value(kind: Kind, token: &[u8]) -> IntValue {
     match kind {
         Kind::Bool(b) => IntValue::Value(i128::from(b)),
         Kind::Number { .. } => {
-            let Ok(text) = std::str::from_utf8(token) else {
-                return IntValue::Unknown;
-            };
+            // A valid JSON number is ASCII, and Rust's float text.
+            let text = std::str::from_utf8(token).unwrap_or("0");
             if !token.iter().any(|c| matches!(c, b'.' | b'e' | b'E')) {
                 return digits(text);
             }
-            match (of(kind, token).int, text.parse::<f64>()) {
-                (true, Ok(x)) => IntValue::Value(x as i128),
-                (true, Err(_)) => IntValue::Unknown,
-                (false, _) => IntValue::Refused,
+            match of(kind, token).int {
+                true => IntValue::Value(text.parse::<f64>().map_or(0, |x| x as i128)),
+                false => IntValue::Refused,
             }
         }
         Kind::Str { .. } => {

@@ -194,10 +194,8 @@ pub enum PromptForm {
     Empty,
     /// A list of integers or of lists (token ids; inner lists are not looked into).
     Tokens,
-    /// [`PromptForm::Tokens`] with an id below zero (in an inner list too), which the
-    /// completion request's `list[Annotated[int, Field(ge=0)]]` refuses.
-    NegativeTokens,
-    /// A list pydantic takes as none of the four (elements of mixed kinds).
+    /// A list pydantic takes as none of the four (elements of mixed kinds, or a token id
+    /// below zero, which `list[Annotated[int, Field(ge=0)]]` refuses).
     Mixed,
 }
 

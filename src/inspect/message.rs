@@ -279,6 +279,10 @@ pub(super) fn chat_message(
         let key = key_bytes(sc.text(), key);
         // A name is short: a plain look for the lead byte before the search.
         m.unreadable_key |= key.contains(&0xED) && super::has_surrogate(&key);
+        if &key[..] == b"tool_calls" {
+            // The last `tool_calls` counts, a list or not.
+            m.calls = Calls::default();
+        }
         let mut read = |sc: &mut Scanner<'_>| match &key[..] {
             b"author" if sc.peek() == Some(b'{') => {
                 let (kind, ok) = harmony_author(sc, depth + 1)?;

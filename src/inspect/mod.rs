@@ -582,7 +582,8 @@ fn prompt_list(
     let form = match (empty, texts, ints || lists) {
         (true, _, _) => PromptForm::Empty,
         (false, true, _) => PromptForm::Text,
-        (false, false, true) if negative => PromptForm::NegativeTokens,
+        // A token id below zero: `ge=0` refuses it (`/tokenize` reads no token list).
+        (false, false, true) if negative => PromptForm::Mixed,
         (false, false, true) => PromptForm::Tokens,
         (false, false, false) => PromptForm::Mixed,
     };
@@ -598,7 +599,12 @@ fn below_zero(kind: Kind, token: &[u8]) -> bool {
     let text = match kind {
         Kind::Number { .. } => token,
         Kind::Str { .. } => {
-            decoded = scan::decoded(&token[1..token.len() - 1]);
+            let raw = token[1..token.len() - 1].trim_ascii_start();
+            // Most are words: decoded only when a sign or an escape comes first.
+            if !matches!(raw.first(), Some(b'-' | b'\\')) {
+                return false;
+            }
+            decoded = scan::decoded(raw);
             decoded.trim_ascii()
         }
         _ => return false,

@@ -3,10 +3,11 @@
 //! Over HTTP/2 a client can keep one stream's flow-control window shut while it reads
 //! others: the connection's writes go on, so the socket's `limits.send_timeout_ms` never
 //! fires, and hyper stops asking that stream's body for frames. Here the body is shared
-//! with a small task that wakes `send_timeout` after hyper took a frame; if hyper has not
-//! asked for the next one since, the task drops the body, which lets go of the request's
-//! permits, gauges and upstream exchange. hyper resets the stream when it next asks. A body
-//! that waits for its upstream is asked and so never counted as stalled.
+//! with a small task, started when hyper first takes a frame that is not the body's last,
+//! that wakes `send_timeout` after hyper took a frame; if hyper has not asked for the next
+//! one since, the task drops the body, which lets go of the request's permits, gauges and
+//! upstream exchange. hyper resets the stream when it next asks. A body that waits for its
+//! upstream is asked and so never counted as stalled; a one-frame answer gets no task.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -20,18 +21,19 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// Wraps an HTTP/2 response `body` so that it is dropped once hyper has not asked for a
-/// frame for `timeout` after taking one. Spawns the watching task on the current runtime.
+/// frame for `timeout` after taking one. The watching task is spawned on the current
+/// runtime when it is first needed.
 pub(super) fn watch(body: Body, timeout: Duration) -> Body {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             body: Some(body),
             taken_at: None,
             stalled: false,
+            watching: false,
         }),
         ended: Notify::new(),
     });
-    tokio::spawn(watchdog(shared.clone(), timeout));
-    Body::new(Watched { shared })
+    Body::new(Watched { shared, timeout })
 }
 
 struct Shared {
@@ -47,6 +49,8 @@ struct State {
     taken_at: Option<Instant>,
     /// The body was let go because the client took nothing.
     stalled: bool,
+    /// The watching task has been started.
+    watching: bool,
 }
 
 impl Shared {
@@ -90,6 +94,7 @@ async fn watchdog(shared: Arc<Shared>, timeout: Duration) {
 
 struct Watched {
     shared: Arc<Shared>,
+    timeout: Duration,
 }
 
 impl http_body::Body for Watched {
@@ -105,9 +110,16 @@ impl http_body::Body for Watched {
         let Some(body) = state.body.as_mut() else {
             return Poll::Ready(state.stalled.then(|| Err(stalled())));
         };
-        let polled = Pin::new(body).poll_frame(cx);
+        let polled = Pin::new(&mut *body).poll_frame(cx);
         match &polled {
-            Poll::Ready(Some(Ok(_))) => state.taken_at = Some(Instant::now()),
+            Poll::Ready(Some(Ok(_))) => {
+                let more = !body.is_end_stream();
+                if more && !state.watching {
+                    state.watching = true;
+                    tokio::spawn(watchdog(self.shared.clone(), self.timeout));
+                }
+                state.taken_at = Some(Instant::now());
+            }
             Poll::Ready(_) => state.body = None,
             Poll::Pending => {}
         }

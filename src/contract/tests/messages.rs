@@ -172,5 +172,10 @@ fn tool_calls_are_function_or_custom_calls() {
             let v = one(route, "messages", &message("other", call));
             assert!(refused(&v), "{route:?} {call}");
         }
+        // The last `tool_calls` counts, a list or not.
+        for role in ["assistant", "other"] {
+            let last = format!(r#"{{"role":"{role}","tool_calls":[{{}}],"tool_calls":null}}"#);
+            assert_eq!(one(route, "messages", &last), GATE, "{route:?} {last}");
+        }
     }
 }
