@@ -287,11 +287,7 @@ async fn a_client_that_resets_with_a_request_behind_it_is_gone() {
     .await;
     c.stream.set_zero_linger().unwrap();
     drop(c);
-    let (http, admin) = (client(), gw.admin);
-    eventually("the request to be let go", || async {
-        metric(&http, admin, "mmgate_in_flight_requests").await == Some(0.0)
-    })
-    .await;
+    let_go(gw.admin).await;
 }
 
 #[tokio::test]

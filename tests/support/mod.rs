@@ -372,20 +372,28 @@ where
     }
 }
 
+/// The gateway's requests in flight (0 before the first).
+async fn in_flight(c: &TestClient, admin: SocketAddr) -> f64 {
+    metric(c, admin, "mmgate_in_flight_requests")
+        .await
+        .unwrap_or(0.0)
+}
+
 /// Waits until the gateway has one request in flight, then until it has let it go.
 pub async fn in_flight_then_let_go(admin: SocketAddr) {
     let c = client();
-    let in_flight = || async {
-        metric(&c, admin, "mmgate_in_flight_requests")
-            .await
-            .unwrap_or(0.0)
-    };
     eventually("the request to be in flight", || async {
-        in_flight().await == 1.0
+        in_flight(&c, admin).await == 1.0
     })
     .await;
+    let_go(admin).await;
+}
+
+/// Waits until the gateway has no request in flight.
+pub async fn let_go(admin: SocketAddr) {
+    let c = client();
     eventually("the request to be let go", || async {
-        in_flight().await == 0.0
+        in_flight(&c, admin).await == 0.0
     })
     .await;
 }
