@@ -689,6 +689,27 @@ fn json_schema(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), Synta
 /// Scans `logit_bias` at the cursor (a top-level member's value, `dict[str, float] | None`):
 /// whether the last value of some key is one pydantic's lax `float` refuses (null, a list,
 /// an object, or a string that spells no number).
+/// Scans a top-level object's members, handing `on` the index in `names` of each member so
+/// named, its value's kind and its token (a later duplicate's after an earlier one's).
+/// Whether the object is empty.
+fn named_members(
+    sc: &mut Scanner<'_>,
+    names: &[&[u8]],
+    mut on: impl FnMut(usize, Kind, &[u8]),
+) -> Result<bool, SyntaxError> {
+    sc.members(2, |sc, key| {
+        let at = names
+            .iter()
+            .position(|&n| n == &key_bytes(sc.text(), key)[..]);
+        let start = sc.pos;
+        let kind = sc.value(3)?;
+        if let Some(at) = at {
+            on(at, kind, &sc.text()[start..sc.pos]);
+        }
+        Ok(())
+    })
+}
+
 /// Scans `repetition_detection`: whether vLLM's `RepetitionDetectionParams` refuses it:
 /// neither an object nor null, a member pydantic's lax `int` refuses (null included), or
 /// its `__post_init__`: sizes below zero, the minimum size above the maximum, or
@@ -699,21 +720,11 @@ pub(super) fn repetition_detection(sc: &mut Scanner<'_>) -> Result<(Kind, bool),
         let kind = sc.value(2)?;
         return Ok((kind, kind != Kind::Null));
     }
-    // `max_pattern_size`, `min_pattern_size`, `min_count`, each 0 by default.
+    // Each 0 by default.
+    let names: [&[u8]; 3] = [b"max_pattern_size", b"min_pattern_size", b"min_count"];
     let mut values = [IntValue::Value(0); 3];
-    let empty = sc.members(2, |sc, key| {
-        let at = match &key_bytes(sc.text(), key)[..] {
-            b"max_pattern_size" => Some(0),
-            b"min_pattern_size" => Some(1),
-            b"min_count" => Some(2),
-            _ => None,
-        };
-        let start = sc.pos;
-        let kind = sc.value(3)?;
-        if let Some(at) = at {
-            values[at] = coerce::int_value(kind, &sc.text()[start..sc.pos]);
-        }
-        Ok(())
+    let empty = named_members(sc, &names, |at, kind, token| {
+        values[at] = coerce::int_value(kind, token);
     })?;
     let refused = match values {
         _ if values.contains(&IntValue::Refused) => true,
@@ -732,25 +743,14 @@ pub(super) fn stream_options(sc: &mut Scanner<'_>) -> Result<(Kind, bool), Synta
     if sc.peek() != Some(b'{') {
         return Ok((sc.value(2)?, false));
     }
+    let names: [&[u8]; 2] = [b"include_usage", b"continuous_usage_stats"];
     let mut refused = [false; 2];
-    let empty = sc.members(2, |sc, key| {
-        let at = match &key_bytes(sc.text(), key)[..] {
-            b"include_usage" => Some(0),
-            b"continuous_usage_stats" => Some(1),
-            _ => None,
+    let empty = named_members(sc, &names, |at, kind, token| {
+        refused[at] = match kind {
+            Kind::Null | Kind::Bool(_) => false,
+            Kind::Number { .. } | Kind::Str { .. } => coerce::of(kind, token).bool.is_none(),
+            _ => true,
         };
-        let start = sc.pos;
-        let kind = sc.value(3)?;
-        if let Some(at) = at {
-            refused[at] = match kind {
-                Kind::Null | Kind::Bool(_) => false,
-                Kind::Number { .. } | Kind::Str { .. } => {
-                    coerce::of(kind, &sc.text()[start..sc.pos]).bool.is_none()
-                }
-                _ => true,
-            };
-        }
-        Ok(())
     })?;
     Ok((Kind::Object { empty }, refused.contains(&true)))
 }
