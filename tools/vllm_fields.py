@@ -50,7 +50,7 @@ SHAPED = {
     ).ChatCompletionToolsParam: "ChatTools",
 }
 ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "Nested", "ChatMessages", "ChatRequestMessages", "ChatTools", "ChatBatches", "WordList",
-         "TaggedList", "ContentList", "Tagged", "Content", "Dict", "DictOf", "DictOfDicts"]
+         "TaggedList", "ContentList", "Tagged", "Content", "Model", "Dict", "DictOf", "DictOfDicts"]
 
 
 def constraint(m):
@@ -440,7 +440,7 @@ def simple(ann, filled=None, field_length=(0, None)):
                 # A score input object: `Ty::Content`.
                 tys.append(tags_expr("Content", parts))
                 continue
-            ty = "Dict"
+            ty = "Model"  # any object whose member names pydantic can read as text
         if ty is None:
             return None, nullable
         element = typing.get_args(a)[0] if ty == "List" and len(typing.get_args(a)) == 1 else None
@@ -496,12 +496,15 @@ def simple(ann, filled=None, field_length=(0, None)):
             continue
         if ty not in tys:
             tys.append(ty)
-    # Models told apart by their `type` are `Ty::Tagged`; other models any object (`Dict`).
+    # Models told apart by their `type` are `Ty::Tagged`; other models any object whose
+    # member names are text (`Model`). A `dict` in the union takes every object.
     tagged = model_tags(models) if models and "Dict" not in tys else None
     if tagged:
         tys.append(tags_expr("Tagged", tagged))
-    elif models and "Dict" not in tys:
-        tys.append("Dict")
+    elif models and "Model" not in tys:
+        tys.append("Model")
+    if "Dict" in tys and "Model" in tys:
+        tys.remove("Model")
     # One entry per list type: a list is refused when no list type takes all its elements.
     for kinds, (lo, hi) in lists:
         hi = "usize::MAX" if hi is None else hi

@@ -68,7 +68,11 @@ pub(super) enum Ty {
     Tagged(&'static [Tag]),
     /// One object of [`Ty::ContentList`] (`ScoreMultiModalParam`).
     Content(&'static [Tag]),
+    /// Any object (`dict`, `dict[str, Any]`).
     Dict,
+    /// An object a model, `TypedDict` or dataclass takes, whatever its members but one
+    /// whose name is not text ([`crate::inspect::Member::unreadable_name`]).
+    Model,
     /// An object whose member values may be of these kinds (`dict[str, V]`, as
     /// [`Ty::List`]'s elements), read from [`crate::inspect::Member::nested`] (known for
     /// objects read for no fact, accepted for others).
@@ -147,13 +151,17 @@ impl Tag {
         !tags.iter().any(|type_| type_.may_take(t, tag))
     }
 
-    /// Whether this type may take the object, whose `type` is `tag`: that is one of the
-    /// words (or absent or null, where the type allows), it has every required field, and
+    /// Whether this type may take the object, whose `type` is `tag`: its member names are
+    /// text (none holds a lone surrogate), its `type` is one of the words (or absent or
+    /// null, where the type allows), it has every required field, and
     /// each field it has is of a kind the field may have, for a `Literal` a short string one
     /// of its words, and for a `bool`, `int` or `float` a string or number that type takes
     /// (what is inside containers is not judged), and each object in a list of tagged types
     /// where the object's lists were read ([`crate::inspect::Parts`]) is one of them.
     fn may_take(&self, t: Tagged<'_>, tag: TagValue) -> bool {
+        if t.unreadable {
+            return false;
+        }
         let typed = match tag {
             TagValue::Absent => self.omitted,
             TagValue::Null => self.null,
@@ -432,6 +440,7 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
         },
         Kind::Object { empty } => match ty {
             Ty::Dict => false,
+            Ty::Model => m.unreadable_name,
             Ty::DictOf(accepted) => !m.nested.within(accepted),
             Ty::DictOfDicts => m
                 .field

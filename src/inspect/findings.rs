@@ -393,6 +393,10 @@ pub struct Member {
     /// object's member values (any other object but the gated fields' and those read for
     /// facts); `NONE` for any other.
     pub nested: KindSet,
+    /// An object read for no fact: one of its member names holds a lone surrogate, so no
+    /// model takes it (pydantic cannot read the name as text); a `dict[str, ...]` does.
+    /// (The objects walked for facts judge their names themselves.)
+    pub unreadable_name: bool,
     /// For a `messages` or `input` list: whether vLLM's embeddings models move it from
     /// `input` to `messages`.
     pub chat_form: ChatForm,

@@ -79,8 +79,11 @@ struct Message {
     /// Whether `channel`, `recipient` and `content_type` are strings or null (or absent).
     harmony_fields: [bool; 3],
     /// A member name holds a lone surrogate: pydantic cannot read it as text, so no message
-    /// type takes the message.
+    /// type but harmony's (which is not a pydantic model) takes the message.
     unreadable_key: bool,
+    /// An object in the (last) `content` list has such a name: vLLM's custom type, which
+    /// validates its parts, refuses it (OpenAI's read theirs lazily, after the gate).
+    unreadable_part: bool,
     /// What the (last) `tool_calls` list's objects are, when it is a list.
     calls: Calls,
 }
@@ -184,7 +187,7 @@ impl Message {
         is_str(self.role)
             && self.content.is_none_or(|c| {
                 let parts = KindSet::STR.or(KindSet::NOT_INT).or(KindSet::OBJECT);
-                matches!(c.0, Kind::Str { .. }) || list_of(c, parts)
+                matches!(c.0, Kind::Str { .. }) || (list_of(c, parts) && !self.unreadable_part)
             })
             && str_or_absent(self.name)
             && optional_str(self.tool_call_id)
@@ -238,10 +241,10 @@ impl Message {
     }
 
     fn fits(&self, text: &[u8]) -> Fits {
-        if self.unreadable_key {
-            return Fits::same(false);
-        }
         let harmony = self.harmony();
+        if self.unreadable_key {
+            return Fits::same(harmony);
+        }
         let plain = harmony
             || self.custom(self.tool_calls, false)
             || self.openai(text, self.tool_calls, false);
@@ -277,11 +280,12 @@ pub(super) fn chat_message(
     };
     let empty = sc.members(depth, |sc, key| {
         let key = key_bytes(sc.text(), key);
-        // A name is short: a plain look for the lead byte before the search.
-        m.unreadable_key |= key.contains(&0xED) && super::has_surrogate(&key);
-        if &key[..] == b"tool_calls" {
-            // The last `tool_calls` counts, a list or not.
-            m.calls = Calls::default();
+        m.unreadable_key |= super::unreadable_name(&key);
+        match &key[..] {
+            // The last `tool_calls` and `content` count, lists or not.
+            b"tool_calls" => m.calls = Calls::default(),
+            b"content" => m.unreadable_part = false,
+            _ => {}
         }
         let mut read = |sc: &mut Scanner<'_>| match &key[..] {
             b"author" if sc.peek() == Some(b'{') => {
@@ -294,11 +298,22 @@ pub(super) fn chat_message(
                 m.calls = calls;
                 Ok(kind)
             }
+            b"content" if sc.peek() == Some(b'[') => {
+                let (kind, unreadable) = content_parts(sc, depth + 1)?;
+                m.unreadable_part = unreadable;
+                Ok(kind)
+            }
             _ => sc.value(depth + 1),
         };
         let start = sc.pos;
         let kind = match seen.as_deref_mut() {
-            Some(seen) => seen.member_listed(sc, &key, depth + 1, read)?,
+            Some(seen) => {
+                let kind = seen.member_listed(sc, &key, depth + 1, read)?;
+                if &key[..] == b"content" && matches!(kind, Kind::Array { .. }) {
+                    m.unreadable_part = seen.listed_unreadable();
+                }
+                kind
+            }
             None => read(sc)?,
         };
         match &key[..] {
@@ -310,6 +325,23 @@ pub(super) fn chat_message(
     })?;
     *roles &= is_str(m.role);
     Ok((Kind::Object { empty }, m.fits(sc.text())))
+}
+
+/// Scans a `content` list (at `depth`): whether an object in it has a member name that is
+/// not text ([`super::unreadable_name`]).
+fn content_parts(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), SyntaxError> {
+    let mut unreadable = false;
+    let empty = sc.elements(depth, |sc| {
+        if sc.peek() != Some(b'{') {
+            return sc.value(depth + 1);
+        }
+        let empty = sc.members(depth + 1, |sc, key| {
+            unreadable |= super::unreadable_name(&key_bytes(sc.text(), key));
+            sc.value(depth + 2).map(drop)
+        })?;
+        Ok(Kind::Object { empty })
+    })?;
+    Ok((Kind::Array { empty }, unreadable))
 }
 
 /// Scans a `tool_calls` list (at `depth`): what its objects are. Other elements are judged
@@ -331,11 +363,14 @@ fn tool_call_list(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, Calls), S
 /// Scans one tool call object: whether it is OpenAI's function tool call (`id` a string,
 /// `type` "function", `function` an object with string `name` and `arguments`) and whether
 /// it is its custom one (`type` "custom", `custom` with string `name` and `input`). Extra
-/// members are ignored, as by a `TypedDict`; the last of duplicates counts.
+/// members are ignored, as by a `TypedDict`, but for a name that is not text, which no type
+/// takes; the last of duplicates counts.
 fn tool_call(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool, bool), SyntaxError> {
     let (mut id, mut ty, mut function, mut custom) = (false, None, false, false);
+    let mut unreadable = false;
     let empty = sc.members(depth, |sc, key| {
         let key = key_bytes(sc.text(), key);
+        unreadable |= super::unreadable_name(&key);
         match &key[..] {
             b"type" if sc.peek() == Some(b'"') => {
                 let s = sc.string()?;
@@ -359,6 +394,7 @@ fn tool_call(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool, bool), S
         Ok(())
     })?;
     let kind = Kind::Object { empty };
+    let id = id && !unreadable;
     Ok((
         kind,
         id && ty == Some(true) && function,
@@ -367,15 +403,16 @@ fn tool_call(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool, bool), S
 }
 
 /// Scans a value (at `depth`): whether it is an object whose `name` and `other` members are
-/// strings (the last of each).
+/// strings (the last of each), with no member name that is not text.
 fn named(sc: &mut Scanner<'_>, depth: usize, other: &[u8]) -> Result<bool, SyntaxError> {
     if sc.peek() != Some(b'{') {
         sc.value(depth)?;
         return Ok(false);
     }
-    let (mut name, mut second) = (false, false);
+    let (mut name, mut second, mut unreadable) = (false, false, false);
     sc.members(depth, |sc, key| {
         let key = key_bytes(sc.text(), key);
+        unreadable |= super::unreadable_name(&key);
         let text = matches!(sc.value(depth + 1)?, Kind::Str { .. });
         match &key[..] {
             b"name" => name = text,
@@ -384,7 +421,7 @@ fn named(sc: &mut Scanner<'_>, depth: usize, other: &[u8]) -> Result<bool, Synta
         }
         Ok(())
     })?;
-    Ok(name && second)
+    Ok(name && second && !unreadable)
 }
 
 /// Scans a harmony message's `author` object: its kind, and whether `Author` may take it (a

@@ -195,6 +195,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             strings: shape.strings,
             tool_names: shape.tool_names.any().then(|| Box::new(shape.tool_names)),
             nested: shape.nested,
+            unreadable_name: shape.unreadable_name,
             chat_form: shape.chat_form,
             scalar,
         });
@@ -256,6 +257,13 @@ fn match_tool_choice(facts: &mut Facts, tools: Option<&shapes::ToolNames>) {
         }
         shapes::NameValue::Other(truthy) => !truthy,
     };
+}
+
+/// Whether a member name (decoded) holds a lone surrogate, which pydantic cannot read as
+/// text: a model, a `TypedDict` or a dataclass refuses the object (`string_unicode`); a
+/// `dict[str, ...]` takes it.
+fn unreadable_name(name: &[u8]) -> bool {
+    name.contains(&0xED) && has_surrogate(name)
 }
 
 /// Whether WTF-8 text holds a surrogate code point (`ED A0..BF ..`).
@@ -332,16 +340,19 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
 /// check is worth.
 const DICT_KEYS: usize = 1024;
 
-/// Scans a top-level object read for no fact, putting its values' kinds into `nested` as
-/// `json.loads` leaves them (of duplicate keys, the last one's), for a `dict[str, V]`
-/// field; with more than [`DICT_KEYS`] distinct keys, none (nothing is refused for them).
-fn dict_value(sc: &mut Scanner<'_>, nested: &mut KindSet) -> Result<Kind, SyntaxError> {
+/// Scans a top-level object read for no fact, putting its values' kinds into `shape.nested`
+/// as `json.loads` leaves them (of duplicate keys, the last one's), for a `dict[str, V]`
+/// field (with more than [`DICT_KEYS`] distinct keys, none: nothing is refused for them),
+/// and noting a member name a model cannot read ([`shapes::Shape::unreadable_name`]).
+fn dict_value(sc: &mut Scanner<'_>, shape: &mut shapes::Shape) -> Result<Kind, SyntaxError> {
     let mut distinct = distinct::Distinct::default();
     let mut last: Vec<KindSet> = Vec::new();
     let mut known = true;
     let empty = sc.members(2, |sc, key| {
         let start = sc.pos;
         let kind = sc.value(3)?;
+        let name = key_bytes(sc.text(), key);
+        shape.unreadable_name |= unreadable_name(&name);
         if known {
             let mut kinds = sc.kinds(kind, start);
             // A list value's elements: `vllm_xargs` takes lists of strings and numbers (a
@@ -355,7 +366,7 @@ fn dict_value(sc: &mut Scanner<'_>, nested: &mut KindSet) -> Result<Kind, Syntax
             if matches!(kind, Kind::Array { .. }) && !sc.inner().within(scalars) {
                 kinds = kinds.or(KindSet::OBJECT);
             }
-            match distinct.place(key_bytes(sc.text(), key)) {
+            match distinct.place(name) {
                 (i, false) => last[i] = kinds,
                 (_, true) if last.len() < DICT_KEYS => last.push(kinds),
                 (_, true) => known = false,
@@ -364,7 +375,7 @@ fn dict_value(sc: &mut Scanner<'_>, nested: &mut KindSet) -> Result<Kind, Syntax
         Ok(())
     })?;
     if known {
-        *nested = last.iter().fold(KindSet::NONE, |all, k| all.or(*k));
+        shape.nested = last.iter().fold(KindSet::NONE, |all, k| all.or(*k));
     }
     Ok(Kind::Object { empty })
 }
@@ -473,7 +484,7 @@ fn fact_value(
             facts.chat_template_kwargs_template = template;
             Kind::Object { empty }
         }
-        _ if sc.peek() == Some(b'{') => dict_value(sc, &mut shape.nested)?,
+        _ if sc.peek() == Some(b'{') => dict_value(sc, shape)?,
         _ => sc.value(2)?,
     };
     note_read(name, kind, facts);

@@ -29,6 +29,8 @@ pub(super) struct Shape {
     pub strings: Vec<Vec<u8>>,
     /// See [`super::Member::nested`].
     pub nested: KindSet,
+    /// See [`super::Member::unreadable_name`].
+    pub unreadable_name: bool,
     /// See [`super::Member::chat_form`].
     pub chat_form: ChatForm,
     /// See [`super::Member::tool_names`].
@@ -304,8 +306,9 @@ fn score_input(sc: &mut Scanner<'_>, depth: usize, shape: &mut Shape) -> Result<
 /// Scans an element of a `tools` list: its kind, and whether `ChatCompletionToolsParam` may
 /// accept it (`false` only when it cannot): a `type` that is `"function"`, a `function`
 /// object with a string `name`, `description` a string or null, `parameters` an object or
-/// null, and `strict` and `defer_loading` booleans (as pydantic's lax mode reads them) or
-/// null. The element is also read as a tagged object, for the Responses API's tool types.
+/// null, `strict` and `defer_loading` booleans (as pydantic's lax mode reads them) or null,
+/// and no member name that is not text. The element is also read as a tagged object, for
+/// the Responses API's tool types.
 fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), SyntaxError> {
     let (mut function, mut defer) = (None, true);
     // For the Responses API's names: the last `name`, and the last `tools` if a list.
@@ -349,7 +352,7 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
         TagValue::Word(w) => w.is(b"function"),
         _ => false,
     };
-    let fits = typed && function.is_some() && defer;
+    let fits = typed && function.is_some() && defer && !object.unreadable();
     shape.objects.push(object);
     let names = &mut shape.tool_names;
     if let (true, Some(function)) = (fits, function) {
@@ -404,11 +407,14 @@ fn namespaced_names(sc: &mut Scanner<'_>) -> Result<(Kind, Vec<NameValue>), Synt
 }
 
 /// Scans a chat tool's `function` object: its kind, and its `name`, decoded, if
-/// `FunctionDefinition` may accept it (`None` only when it cannot).
+/// `FunctionDefinition` may accept it (`None` only when it cannot, a member name that is
+/// not text included).
 fn function_definition(sc: &mut Scanner<'_>) -> Result<(Kind, Option<Vec<u8>>), SyntaxError> {
     let (mut name, mut description, mut parameters, mut strict) = (None, true, true, true);
+    let mut unreadable = false;
     let empty = sc.members(4, |sc, key| {
         let key = key_bytes(sc.text(), key);
+        unreadable |= super::unreadable_name(&key);
         let start = sc.pos;
         if &key[..] == b"name" && sc.peek() == Some(b'"') {
             let s = sc.string()?;
@@ -425,7 +431,7 @@ fn function_definition(sc: &mut Scanner<'_>) -> Result<(Kind, Option<Vec<u8>>), 
         }
         Ok(())
     })?;
-    let fits = description && parameters && strict;
+    let fits = !unreadable && description && parameters && strict;
     Ok((Kind::Object { empty }, name.filter(|_| fits)))
 }
 
@@ -598,8 +604,10 @@ pub(super) fn structured_outputs(
     }
     // Each field's last value: whether it is set (not null), and whether its type takes it.
     let mut fields: [Option<(bool, bool)>; STRUCTURED_FIELDS.len()] = Default::default();
+    let mut unreadable = false;
     let empty = sc.members(2, |sc, key| {
         let key = key_bytes(sc.text(), key);
+        unreadable |= super::unreadable_name(&key);
         let Some(i) = STRUCTURED_FIELDS.iter().position(|f| f.0 == &key[..]) else {
             sc.value(3)?;
             return Ok(());
@@ -622,7 +630,7 @@ pub(super) fn structured_outputs(
     }
     let read = StructuredOutputs {
         constraints: read,
-        refused: refused || set != 1,
+        refused: refused || unreadable || set != 1,
     };
     Ok((Kind::Object { empty }, read))
 }
@@ -657,7 +665,8 @@ pub(super) fn response_format(
 
 /// Scans a `response_format` object's `json_schema` at the cursor (its members at `depth`):
 /// its kind, and whether `JsonSchemaResponseFormat | None` takes it (a string `name`,
-/// `description` a string or null, `schema` an object or null, `strict` a boolean or null).
+/// `description` a string or null, `schema` an object or null, `strict` a boolean or null,
+/// and no member name that is not text).
 fn json_schema(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), SyntaxError> {
     const FIELDS: [(&[u8], MemberTy, bool); 4] = [
         (b"name", MemberTy::Text, false),
@@ -671,8 +680,10 @@ fn json_schema(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), Synta
     }
     // Each field's last value: whether its type takes it.
     let mut fields = [None; FIELDS.len()];
+    let mut unreadable = false;
     let empty = sc.members(depth, |sc, key| {
         let key = key_bytes(sc.text(), key);
+        unreadable |= super::unreadable_name(&key);
         match FIELDS.iter().position(|f| f.0 == &key[..]) {
             Some(i) => fields[i] = Some(FIELDS[i].1.read(sc, depth + 1, FIELDS[i].2)?.1),
             None => {
@@ -682,38 +693,40 @@ fn json_schema(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), Synta
         Ok(())
     })?;
     // `name` is required; the others have defaults.
-    let fits = fields[0].is_some() && fields.iter().all(|f| f.is_none_or(|fits| fits));
+    let fits =
+        !unreadable && fields[0].is_some() && fields.iter().all(|f| f.is_none_or(|fits| fits));
     Ok((Kind::Object { empty }, fits))
 }
 
-/// Scans `logit_bias` at the cursor (a top-level member's value, `dict[str, float] | None`):
-/// whether the last value of some key is one pydantic's lax `float` refuses (null, a list,
-/// an object, or a string that spells no number).
 /// Scans a top-level object's members, handing `on` the index in `names` of each member so
 /// named, its value's kind and its token (a later duplicate's after an earlier one's).
-/// Whether the object is empty.
+/// Whether the object is empty, and whether a member name is one a model cannot read
+/// ([`super::unreadable_name`]).
 fn named_members(
     sc: &mut Scanner<'_>,
     names: &[&[u8]],
     mut on: impl FnMut(usize, Kind, &[u8]),
-) -> Result<bool, SyntaxError> {
-    sc.members(2, |sc, key| {
-        let at = names
-            .iter()
-            .position(|&n| n == &key_bytes(sc.text(), key)[..]);
+) -> Result<(bool, bool), SyntaxError> {
+    let mut unreadable = false;
+    let empty = sc.members(2, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        unreadable |= super::unreadable_name(&key);
+        let at = names.iter().position(|&n| n == &key[..]);
         let start = sc.pos;
         let kind = sc.value(3)?;
         if let Some(at) = at {
             on(at, kind, &sc.text()[start..sc.pos]);
         }
         Ok(())
-    })
+    })?;
+    Ok((empty, unreadable))
 }
 
 /// Scans `repetition_detection`: whether vLLM's `RepetitionDetectionParams` refuses it:
-/// neither an object nor null, a member pydantic's lax `int` refuses (null included), or
-/// its `__post_init__`: sizes below zero, the minimum size above the maximum, or
-/// `min_count` below 2 once the maximum is set (the last of duplicates counting).
+/// neither an object nor null, a member name that is not text, a member pydantic's lax
+/// `int` refuses (null included), or its `__post_init__`: sizes below zero, the minimum
+/// size above the maximum, or `min_count` below 2 once the maximum is set (the last of
+/// duplicates counting).
 pub(super) fn repetition_detection(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
     use coerce::IntValue;
     if sc.peek() != Some(b'{') {
@@ -723,38 +736,46 @@ pub(super) fn repetition_detection(sc: &mut Scanner<'_>) -> Result<(Kind, bool),
     // Each 0 by default.
     let names: [&[u8]; 3] = [b"max_pattern_size", b"min_pattern_size", b"min_count"];
     let mut values = [IntValue::Value(0); 3];
-    let empty = named_members(sc, &names, |at, kind, token| {
+    let (empty, unreadable) = named_members(sc, &names, |at, kind, token| {
         values[at] = coerce::int_value(kind, token);
     })?;
-    let refused = match values {
-        _ if values.contains(&IntValue::Refused) => true,
-        [IntValue::Value(max), IntValue::Value(min), IntValue::Value(count)] => {
-            max < 0 || min < 0 || min > max || (max > 0 && count < 2)
-        }
-        // A value not read here: nothing is certain.
-        _ => false,
-    };
+    let refused = unreadable
+        || match values {
+            _ if values.contains(&IntValue::Refused) => true,
+            [IntValue::Value(max), IntValue::Value(min), IntValue::Value(count)] => {
+                max < 0 || min < 0 || min > max || (max > 0 && count < 2)
+            }
+            // A value not read here: nothing is certain.
+            _ => false,
+        };
     Ok((Kind::Object { empty }, refused))
 }
 
-/// Scans `stream_options`: whether its `StreamOptions` refuses it for a member it types
-/// (`include_usage`, `continuous_usage_stats`: `bool | None`, the last of each counting).
+/// Scans `stream_options`: whether its `StreamOptions` refuses it: a member name that is
+/// not text, or a member it types (`include_usage`, `continuous_usage_stats`: `bool |
+/// None`, the last of each counting).
 pub(super) fn stream_options(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
     if sc.peek() != Some(b'{') {
         return Ok((sc.value(2)?, false));
     }
     let names: [&[u8]; 2] = [b"include_usage", b"continuous_usage_stats"];
     let mut refused = [false; 2];
-    let empty = named_members(sc, &names, |at, kind, token| {
+    let (empty, unreadable) = named_members(sc, &names, |at, kind, token| {
         refused[at] = match kind {
             Kind::Null | Kind::Bool(_) => false,
             Kind::Number { .. } | Kind::Str { .. } => coerce::of(kind, token).bool.is_none(),
             _ => true,
         };
     })?;
-    Ok((Kind::Object { empty }, refused.contains(&true)))
+    Ok((
+        Kind::Object { empty },
+        unreadable || refused.contains(&true),
+    ))
 }
 
+/// Scans `logit_bias` at the cursor (a top-level member's value, `dict[str, float] | None`):
+/// whether the last value of some key is one pydantic's lax `float` refuses (null, a list,
+/// an object, or a string that spells no number).
 pub(super) fn logit_bias(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
     if sc.peek() != Some(b'{') {
         return Ok((sc.value(2)?, false));

@@ -13,6 +13,7 @@ use super::scan::{Kind, KindSet, Scanner, SyntaxError};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
     keys: Range<usize>,
+    unreadable: bool,
 }
 
 impl Object {
@@ -21,8 +22,15 @@ impl Object {
     pub fn view<'a>(&'a self, keys: &'a [Key], parts: &'a Parts) -> Tagged<'a> {
         Tagged {
             keys: &keys[self.keys.clone()],
+            unreadable: self.unreadable,
             parts,
         }
+    }
+
+    /// Whether a member name holds a lone surrogate: pydantic cannot read it as text, so
+    /// no model or `TypedDict` takes the object.
+    pub fn unreadable(&self) -> bool {
+        self.unreadable
     }
 }
 
@@ -61,6 +69,8 @@ pub struct List {
 pub struct Tagged<'a> {
     /// Its members in order (duplicates included).
     pub keys: &'a [Key],
+    /// See [`Object::unreadable`].
+    pub unreadable: bool,
     parts: &'a Parts,
 }
 
@@ -177,6 +187,7 @@ impl Tagged<'_> {
 /// Reads one object as a tagged type, member by member, its keys into a shared list.
 pub(super) struct Reader<'k> {
     start: usize,
+    unreadable: bool,
     keys: &'k mut Vec<Key>,
     /// Where the objects in its lists go (made at the first list), if they are read.
     parts: Option<&'k mut Option<Box<Parts>>>,
@@ -187,6 +198,7 @@ impl<'k> Reader<'k> {
         let start = keys.len();
         Reader {
             start,
+            unreadable: false,
             keys,
             parts: None,
         }
@@ -248,6 +260,7 @@ impl<'k> Reader<'k> {
         read: impl FnOnce(&mut Scanner<'_>) -> Result<Kind, SyntaxError>,
     ) -> Result<Kind, SyntaxError> {
         sc.record()?;
+        self.unreadable |= super::unreadable_name(key);
         let start = sc.pos;
         let kind = read(sc)?;
         let token = &sc.text()[start..sc.pos];
@@ -270,10 +283,24 @@ impl<'k> Reader<'k> {
         Ok(kind)
     }
 
+    /// Whether an object of the list member read last ([`Reader::member_listed`]) has a
+    /// member name that is not text.
+    pub(super) fn listed_unreadable(&self) -> bool {
+        let parts = self.parts.as_deref().and_then(|p| p.as_deref());
+        let list = self.keys.last().and_then(|k| k.list.as_ref());
+        let (Some(parts), Some(list)) = (parts, list) else {
+            return false;
+        };
+        parts.objects[list.objects.start as usize..list.objects.end as usize]
+            .iter()
+            .any(Object::unreadable)
+    }
+
     /// The object read.
     pub(super) fn finish(self) -> Object {
         Object {
             keys: self.start..self.keys.len(),
+            unreadable: self.unreadable,
         }
     }
 

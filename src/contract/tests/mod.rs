@@ -36,6 +36,7 @@ fn embed_server() -> UpstreamFacts {
 mod earlier;
 mod invocations;
 mod messages;
+mod names;
 mod pooling;
 mod pydantic;
 
