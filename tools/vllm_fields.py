@@ -50,7 +50,7 @@ SHAPED = {
     ).ChatCompletionToolsParam: "ChatTools",
 }
 ORDER = ["Float", "Int", "Bool", "Str", "Bytes", "List", "Nested", "ChatMessages", "ChatRequestMessages", "ChatTools", "ChatBatches", "WordList",
-         "TaggedList", "ContentList", "Tagged", "Content", "Model", "Dict", "DictOf", "DictOfDicts"]
+         "TaggedList", "ContentList", "Tagged", "Content", "Dict", "DictOf", "DictOfDicts"]
 
 
 def constraint(m):
@@ -283,55 +283,77 @@ def element_tags(a):
 
 def model_tags(models, filled=None, nested=False):
     """`tags` of the union of these models and TypedDicts; unless `nested`, with the tags of
-    their fields' lists of tagged objects (`parts`)."""
+    their fields' lists of tagged objects and tagged objects (`parts`)."""
     out = []
     for m in models:
-        if typing_extensions.is_typeddict(m):
-            fields = td_fields(m)
-            if "type" not in fields:
-                return None
-            ann, tag_required = fields["type"]
-            typed = [(n, a, r) for n, (a, r) in fields.items() if n != "type"]
-        elif isinstance(m, type) and issubclass(m, pydantic.BaseModel):
-            validators = m.__pydantic_decorators__.model_validators.items()
-            if any(d.info.mode != "after" and n not in PASS_THROUGH for n, d in validators):
-                return None
-            t = m.model_fields.get("type")
-            if t is None:
-                return None
-            ann, tag_required = t.annotation, t.is_required()
-            typed = [
-                (f.alias or n, object if validated(m, n, f) else f.annotation, f.is_required())
-                for n, f in m.model_fields.items() if n != "type"
-            ]
-        else:
+        tag = model_tag(m, filled, nested)
+        if tag is None:
             return None
+        if tag not in out:
+            out.append(tag)
+    return out
+
+
+def model_tag(m, filled=None, nested=False, untyped=False):
+    """One model's or TypedDict's tag (see `tags`), else None. `untyped`: a model that is no
+    member of a union, which may have no `type` field (no words: its `type`, if any, is
+    another member)."""
+    if typing_extensions.is_typeddict(m):
+        fields = td_fields(m)
+        if "type" not in fields and not untyped:
+            return None
+        ann, tag_required = fields.get("type", (None, False))
+        typed = [(n, a, r) for n, (a, r) in fields.items() if n != "type"]
+    elif isinstance(m, type) and issubclass(m, pydantic.BaseModel):
+        validators = m.__pydantic_decorators__.model_validators.items()
+        if any(d.info.mode != "after" and n not in PASS_THROUGH for n, d in validators):
+            return None
+        t = m.model_fields.get("type")
+        if t is None and not untyped:
+            return None
+        ann, tag_required = (t.annotation, t.is_required()) if t else (None, False)
+        typed = [
+            (f.alias or n, object if validated(m, n, f) else f.annotation, f.is_required())
+            for n, f in m.model_fields.items() if n != "type"
+        ]
+    else:
+        return None
+    if ann is None:
+        words, null = (), False
+    else:
         words = [a for a in (typing.get_args(ann) if typing.get_origin(ann) in (typing.Union, types.UnionType) else [ann])]
         null = type(None) in words
         words = [w for w in words if w is not type(None)]
         if len(words) != 1 or typing.get_origin(words[0]) is not typing.Literal:
             return None
         words = typing.get_args(words[0])
-        if not all(isinstance(w, str) for w in words):
+        if not words or not all(isinstance(w, str) for w in words):
             return None
-        declared = typed
-        # By word, or by word and model for a validator that builds one model of its union.
-        gone = set().union(*((filled or {}).get(k, set()) for w in words for k in (w, (w, m.__name__))))
-        # Each field the kinds of its value decide, or that is required (unless filled in),
-        # with the words a string must be when it is a `Literal` of strings.
-        typed = tuple(
-            (n, kinds_expr(kinds), r and n not in gone, literal_words(a), scalar(a))
-            for n, a, r in typed
-            for kinds in [checked(a, accepts(a))]
-            if (r and n not in gone) or kinds != set(KINDS)
-        )
-        listed = () if nested else tuple(
-            (n, p) for n, a, _ in declared for p in [element_tags(a)] if p
-        )
-        tag = (words, not tag_required, null, typed, listed)
-        if tag not in out:
-            out.append(tag)
-    return out
+    declared = typed
+    # By word, or by word and model for a validator that builds one model of its union.
+    gone = set().union(*((filled or {}).get(k, set()) for w in words for k in (w, (w, m.__name__))))
+    # Each field the kinds of its value decide, or that is required (unless filled in),
+    # with the words a string must be when it is a `Literal` of strings.
+    typed = tuple(
+        (n, kinds_expr(kinds), r and n not in gone, literal_words(a), scalar(a))
+        for n, a, r in typed
+        for kinds in [checked(a, accepts(a))]
+        if (r and n not in gone) or kinds != set(KINDS)
+    )
+    listed = () if nested else tuple(
+        (n, p) for n, a, _ in declared for p in [element_tags(a) or object_tags(a)] if p
+    )
+    return (tuple(words), not tag_required, null, typed, listed)
+
+
+def object_tags(a):
+    """For a field whose type is a union of tagged types (or an optional one), read one
+    level down as a list of one: their `tags`, else None."""
+    args = typing.get_args(a) if typing.get_origin(a) in (typing.Union, types.UnionType) else (a,)
+    non = [x for x in args if x is not type(None)]
+    if len(non) != 1:
+        return tags(a, PART_FILLED, nested=True) if len(non) > 1 else None
+    return tags(non[0], PART_FILLED, nested=True)
 
 
 def scalar(a):
@@ -440,7 +462,7 @@ def simple(ann, filled=None, field_length=(0, None)):
                 # A score input object: `Ty::Content`.
                 tys.append(tags_expr("Content", parts))
                 continue
-            ty = "Model"  # any object whose member names pydantic can read as text
+            ty = "Dict"
         if ty is None:
             return None, nullable
         element = typing.get_args(a)[0] if ty == "List" and len(typing.get_args(a)) == 1 else None
@@ -496,15 +518,16 @@ def simple(ann, filled=None, field_length=(0, None)):
             continue
         if ty not in tys:
             tys.append(ty)
-    # Models told apart by their `type` are `Ty::Tagged`; other models any object whose
-    # member names are text (`Model`). A `dict` in the union takes every object.
+    # Models told apart by their `type` are `Ty::Tagged`, and so is one model alone (its
+    # tag without words); other models any object (`Dict`).
     tagged = model_tags(models) if models and "Dict" not in tys else None
+    if not tagged and len(models) == 1 and "Dict" not in tys:
+        tag = model_tag(models[0], untyped=True)
+        tagged = [tag] if tag else None
     if tagged:
         tys.append(tags_expr("Tagged", tagged))
-    elif models and "Model" not in tys:
-        tys.append("Model")
-    if "Dict" in tys and "Model" in tys:
-        tys.remove("Model")
+    elif models and "Dict" not in tys:
+        tys.append("Dict")
     # One entry per list type: a list is refused when no list type takes all its elements.
     for kinds, (lo, hi) in lists:
         hi = "usize::MAX" if hi is None else hi

@@ -381,9 +381,6 @@ fn request_errors(
             return Some(field_type("logit_bias", "an object of numbers", gated()));
         }
         // Declared by the chat and completion requests.
-        if formats && route != RouteKind::ChatBatch && f.facts.stream_options_refused {
-            return Some(field_type("stream_options", STREAM_OPTIONS, gated()));
-        }
         if formats && route != RouteKind::ChatBatch && f.facts.repetition_detection_refused {
             return Some(Invalid::ModelCheck("repetition_detection"));
         }
@@ -493,9 +490,6 @@ const RESPONSE_FORMAT: &str = "a response format whose json_schema has a string 
 
 const STRUCTURED_OUTPUTS: &str =
     "an object of StructuredOutputsParams' fields with exactly one constraint";
-
-const STREAM_OPTIONS: &str =
-    "an object whose include_usage and continuous_usage_stats are booleans";
 
 const MIXED_PROMPT: &str = "a string or a list of strings, integers or integer lists";
 

@@ -68,11 +68,8 @@ pub(super) enum Ty {
     Tagged(&'static [Tag]),
     /// One object of [`Ty::ContentList`] (`ScoreMultiModalParam`).
     Content(&'static [Tag]),
-    /// Any object (`dict`, `dict[str, Any]`).
+    /// Any object (`dict`, `dict[str, Any]`, a model whose fields are not judged).
     Dict,
-    /// An object a model, `TypedDict` or dataclass takes, whatever its members but one
-    /// whose name is not text ([`crate::inspect::Member::unreadable_name`]).
-    Model,
     /// An object whose member values may be of these kinds (`dict[str, V]`, as
     /// [`Ty::List`]'s elements), read from [`crate::inspect::Member::nested`] (known for
     /// objects read for no fact, accepted for others).
@@ -163,6 +160,8 @@ impl Tag {
             return false;
         }
         let typed = match tag {
+            // A model alone, with no `type` field: any `type` is another member.
+            _ if self.words.is_empty() => true,
             TagValue::Absent => self.omitted,
             TagValue::Null => self.null,
             TagValue::Word(tag) => self.words.iter().any(|w| tag.is(w.as_bytes())),
@@ -440,7 +439,6 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
         },
         Kind::Object { empty } => match ty {
             Ty::Dict => false,
-            Ty::Model => m.unreadable_name,
             Ty::DictOf(accepted) => !m.nested.within(accepted),
             Ty::DictOfDicts => m
                 .field

@@ -173,8 +173,6 @@ pub struct Facts {
     /// not an object or null, a member of a type its field does not take, or not exactly
     /// one constraint set.
     pub structured_outputs_refused: bool,
-    /// `StreamOptions` refuses the (last) `stream_options` object for a member it types.
-    pub stream_options_refused: bool,
     /// `RepetitionDetectionParams` refuses the (last) `repetition_detection`.
     pub repetition_detection_refused: bool,
     /// `logit_bias` (its last occurrence) holds a value pydantic's `float` refuses.
@@ -384,8 +382,8 @@ pub struct Member {
     pub(super) objects: Vec<Object>,
     /// Their keys, one object's after another's.
     pub(super) keys: Vec<Key>,
-    /// The objects in their lists, where those were read (for the items of an `input` list
-    /// of objects: the Responses API's input items).
+    /// The objects in their lists and object members, where those were read (the Responses
+    /// API's input items, its tools, `text` and `reasoning`).
     pub(super) parts: Option<Box<Parts>>,
     /// The kinds of the values inside the member's containers: its lists' elements (a list
     /// under `messages`, `input` and `prompt`), or its objects' member values (an object or
@@ -393,10 +391,6 @@ pub struct Member {
     /// object's member values (any other object but the gated fields' and those read for
     /// facts); `NONE` for any other.
     pub nested: KindSet,
-    /// An object read for no fact: one of its member names holds a lone surrogate, so no
-    /// model takes it (pydantic cannot read the name as text); a `dict[str, ...]` does.
-    /// (The objects walked for facts judge their names themselves.)
-    pub unreadable_name: bool,
     /// For a `messages` or `input` list: whether vLLM's embeddings models move it from
     /// `input` to `messages`.
     pub chat_form: ChatForm,

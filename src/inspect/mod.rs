@@ -195,7 +195,6 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             strings: shape.strings,
             tool_names: shape.tool_names.any().then(|| Box::new(shape.tool_names)),
             nested: shape.nested,
-            unreadable_name: shape.unreadable_name,
             chat_form: shape.chat_form,
             scalar,
         });
@@ -340,19 +339,16 @@ fn field_value(sc: &mut Scanner<'_>) -> Result<FieldFinding, SyntaxError> {
 /// check is worth.
 const DICT_KEYS: usize = 1024;
 
-/// Scans a top-level object read for no fact, putting its values' kinds into `shape.nested`
-/// as `json.loads` leaves them (of duplicate keys, the last one's), for a `dict[str, V]`
-/// field (with more than [`DICT_KEYS`] distinct keys, none: nothing is refused for them),
-/// and noting a member name a model cannot read ([`shapes::Shape::unreadable_name`]).
-fn dict_value(sc: &mut Scanner<'_>, shape: &mut shapes::Shape) -> Result<Kind, SyntaxError> {
+/// Scans a top-level object read for no fact, putting its values' kinds into `nested` as
+/// `json.loads` leaves them (of duplicate keys, the last one's), for a `dict[str, V]`
+/// field; with more than [`DICT_KEYS`] distinct keys, none (nothing is refused for them).
+fn dict_value(sc: &mut Scanner<'_>, nested: &mut KindSet) -> Result<Kind, SyntaxError> {
     let mut distinct = distinct::Distinct::default();
     let mut last: Vec<KindSet> = Vec::new();
     let mut known = true;
     let empty = sc.members(2, |sc, key| {
         let start = sc.pos;
         let kind = sc.value(3)?;
-        let name = key_bytes(sc.text(), key);
-        shape.unreadable_name |= unreadable_name(&name);
         if known {
             let mut kinds = sc.kinds(kind, start);
             // A list value's elements: `vllm_xargs` takes lists of strings and numbers (a
@@ -366,7 +362,7 @@ fn dict_value(sc: &mut Scanner<'_>, shape: &mut shapes::Shape) -> Result<Kind, S
             if matches!(kind, Kind::Array { .. }) && !sc.inner().within(scalars) {
                 kinds = kinds.or(KindSet::OBJECT);
             }
-            match distinct.place(name) {
+            match distinct.place(key_bytes(sc.text(), key)) {
                 (i, false) => last[i] = kinds,
                 (_, true) if last.len() < DICT_KEYS => last.push(kinds),
                 (_, true) => known = false,
@@ -375,10 +371,15 @@ fn dict_value(sc: &mut Scanner<'_>, shape: &mut shapes::Shape) -> Result<Kind, S
         Ok(())
     })?;
     if known {
-        shape.nested = last.iter().fold(KindSet::NONE, |all, k| all.or(*k));
+        *nested = last.iter().fold(KindSet::NONE, |all, k| all.or(*k));
     }
     Ok(Kind::Object { empty })
 }
+
+/// The top-level members whose type is one model (no union), read as a tagged object and
+/// the objects in its members as its parts: `StreamOptions`, and the Responses API's
+/// `ResponseTextConfig`, `Reasoning` and `ResponsePrompt`.
+pub const MODELS: [&[u8]; 4] = [b"stream_options", b"text", b"reasoning", b"prompt"];
 
 /// Scans a non-gated top-level value, recording what the earlier checks read. An object
 /// `tool_choice` is added to `shape.tagged`, for the Responses API's tool-choice types; a
@@ -445,6 +446,12 @@ fn fact_value(
             shape.objects.push(object);
             kind
         }
+        _ if MODELS.contains(&name) && sc.peek() == Some(b'{') => {
+            let seen = tagged::Reader::with_parts(&mut shape.keys, &mut shape.parts);
+            let (kind, object) = seen.object(sc, 2)?;
+            shape.objects.push(object);
+            kind
+        }
         b"response_format" => {
             facts.json_schema_missing = false;
             facts.response_format_refused = false;
@@ -453,11 +460,6 @@ fn fact_value(
         b"repetition_detection" => {
             let (kind, refused) = shapes::repetition_detection(sc)?;
             facts.repetition_detection_refused = refused;
-            kind
-        }
-        b"stream_options" => {
-            let (kind, refused) = shapes::stream_options(sc)?;
-            facts.stream_options_refused = refused;
             kind
         }
         b"logit_bias" => {
@@ -484,7 +486,7 @@ fn fact_value(
             facts.chat_template_kwargs_template = template;
             Kind::Object { empty }
         }
-        _ if sc.peek() == Some(b'{') => dict_value(sc, shape)?,
+        _ if sc.peek() == Some(b'{') => dict_value(sc, &mut shape.nested)?,
         _ => sc.value(2)?,
     };
     note_read(name, kind, facts);

@@ -29,8 +29,6 @@ pub(super) struct Shape {
     pub strings: Vec<Vec<u8>>,
     /// See [`super::Member::nested`].
     pub nested: KindSet,
-    /// See [`super::Member::unreadable_name`].
-    pub unreadable_name: bool,
     /// See [`super::Member::chat_form`].
     pub chat_form: ChatForm,
     /// See [`super::Member::tool_names`].
@@ -313,12 +311,13 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
     let (mut function, mut defer) = (None, true);
     // For the Responses API's names: the last `name`, and the last `tools` if a list.
     let (mut name, mut tools) = (NameValue::None, None);
-    let mut seen = Reader::new(&mut shape.keys);
+    // The objects in its other members (a custom tool's `format`) are read as parts.
+    let mut seen = Reader::with_parts(&mut shape.keys, &mut shape.parts);
     let empty = sc.members(3, |sc, key| {
         let key = key_bytes(sc.text(), key);
         let start = sc.pos;
         let mut read = None;
-        let kind = seen.member(sc, &key, |sc| match &key[..] {
+        let read_here = |sc: &mut Scanner<'_>| match &key[..] {
             b"function" if sc.peek() == Some(b'{') => {
                 let (kind, name) = function_definition(sc)?;
                 read = name;
@@ -335,7 +334,11 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
                 Ok(kind)
             }
             _ => sc.value(4),
-        })?;
+        };
+        let kind = match &key[..] {
+            b"function" | b"name" | b"tools" => seen.member(sc, &key, read_here)?,
+            _ => seen.member_listed(sc, &key, 4, read_here)?,
+        };
         match &key[..] {
             b"function" => function = read,
             b"tools" if !matches!(kind, Kind::Array { .. }) => tools = None,
@@ -749,28 +752,6 @@ pub(super) fn repetition_detection(sc: &mut Scanner<'_>) -> Result<(Kind, bool),
             _ => false,
         };
     Ok((Kind::Object { empty }, refused))
-}
-
-/// Scans `stream_options`: whether its `StreamOptions` refuses it: a member name that is
-/// not text, or a member it types (`include_usage`, `continuous_usage_stats`: `bool |
-/// None`, the last of each counting).
-pub(super) fn stream_options(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
-    if sc.peek() != Some(b'{') {
-        return Ok((sc.value(2)?, false));
-    }
-    let names: [&[u8]; 2] = [b"include_usage", b"continuous_usage_stats"];
-    let mut refused = [false; 2];
-    let (empty, unreadable) = named_members(sc, &names, |at, kind, token| {
-        refused[at] = match kind {
-            Kind::Null | Kind::Bool(_) => false,
-            Kind::Number { .. } | Kind::Str { .. } => coerce::of(kind, token).bool.is_none(),
-            _ => true,
-        };
-    })?;
-    Ok((
-        Kind::Object { empty },
-        unreadable || refused.contains(&true),
-    ))
 }
 
 /// Scans `logit_bias` at the cursor (a top-level member's value, `dict[str, float] | None`):

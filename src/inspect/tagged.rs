@@ -213,7 +213,8 @@ impl<'k> Reader<'k> {
     }
 
     /// As [`Reader::member`]; but when the reader has [`Parts`], a list value (at `depth`)
-    /// is scanned here instead of by `read`, its objects read into them.
+    /// is scanned here instead of by `read`, its objects read into them, and an object
+    /// value too, as a list of one (for a field of a union of tagged types).
     pub(super) fn member_listed(
         &mut self,
         sc: &mut Scanner<'_>,
@@ -222,7 +223,7 @@ impl<'k> Reader<'k> {
         read: impl FnOnce(&mut Scanner<'_>) -> Result<Kind, SyntaxError>,
     ) -> Result<Kind, SyntaxError> {
         let made = match self.parts.take() {
-            Some(parts) if sc.peek() == Some(b'[') => parts,
+            Some(parts) if matches!(sc.peek(), Some(b'[' | b'{')) => parts,
             other => {
                 self.parts = other;
                 return self.member(sc, key, read);
@@ -232,6 +233,12 @@ impl<'k> Reader<'k> {
         let first = parts.objects.len() as u32;
         let mut elements = KindSet::NONE;
         let kind = self.member(sc, key, |sc| {
+            if sc.peek() == Some(b'{') {
+                let (kind, object) = Reader::new(&mut parts.keys).object(sc, depth)?;
+                parts.objects.push(object);
+                elements = KindSet::OBJECT;
+                return Ok(kind);
+            }
             let empty = sc.elements(depth, |sc| {
                 if sc.peek() != Some(b'{') {
                     return sc.value(depth + 1);
@@ -304,7 +311,8 @@ impl<'k> Reader<'k> {
         }
     }
 
-    /// Scans an object at the cursor (its members at `depth`) whole.
+    /// Scans an object at the cursor (its members at `depth`) whole; with [`Parts`], the
+    /// objects in its members too ([`Reader::member_listed`]).
     pub(super) fn object(
         mut self,
         sc: &mut Scanner<'_>,
@@ -312,7 +320,7 @@ impl<'k> Reader<'k> {
     ) -> Result<(Kind, Object), SyntaxError> {
         let empty = sc.members(depth, |sc, key| {
             let key = key_bytes(sc.text(), key);
-            self.member(sc, &key, |sc| sc.value(depth + 1))?;
+            self.member_listed(sc, &key, depth + 1, |sc| sc.value(depth + 1))?;
             Ok(())
         })?;
         Ok((Kind::Object { empty }, self.finish()))

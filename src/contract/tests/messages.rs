@@ -128,8 +128,7 @@ fn the_responses_input_items_parts_are_judged() {
 }
 
 /// A member name with a lone surrogate cannot be read as text: no message type takes the
-/// message (`string_unicode` on the real server). (A Responses input item's names are not
-/// looked at: not modelled.)
+/// message (`string_unicode` on the real server); `names.rs` has the other objects.
 #[test]
 fn a_message_with_an_unreadable_member_name_is_refused() {
     for (route, field) in [
@@ -177,5 +176,47 @@ fn tool_calls_are_function_or_custom_calls() {
             let last = format!(r#"{{"role":"{role}","tool_calls":[{{}}],"tool_calls":null}}"#);
             assert_eq!(one(route, "messages", &last), GATE, "{route:?} {last}");
         }
+    }
+}
+
+/// The Responses API's `text` and `reasoning` are models of their own (`ResponseTextConfig`,
+/// `Reasoning`): their fields are typed, `text.format` is a union told apart by its
+/// `type`, and other members are extra. A tool's object field of tagged types (a custom
+/// tool's `format`) is judged as one such part.
+#[test]
+fn the_responses_text_reasoning_and_tool_formats_are_judged() {
+    let route = RouteKind::ResponsesRender;
+    let judged =
+        |member: &str| with_kwargs(route, r#""input":"hi""#, member, &UpstreamFacts::default());
+    for member in [
+        r#""text":{"format":{"type":"bogus"}}"#,
+        r#""text":{"format":{}}"#,
+        r#""text":{"format":"text"}"#,
+        r#""text":{"format":[{"type":"text"}]}"#,
+        r#""text":{"format":{"type":"json_schema","name":"n"}}"#,
+        r#""text":{"format":{"type":"json_schema","name":1,"schema":{}}}"#,
+        r#""text":{"format":{"type":"json_schema","name":"n","schema":{},"strict":"x"}}"#,
+        r#""text":{"verbosity":"x"}"#,
+        r#""text":{"verbosity":1}"#,
+        r#""text":"x""#,
+        r#""reasoning":{"effort":"x"}"#,
+        r#""reasoning":{"summary":"x"}"#,
+        r#""reasoning":{"mode":1}"#,
+        r#""tools":[{"type":"custom","name":"c","format":{"type":"bogus"}}]"#,
+        r#""tools":[{"type":"custom","name":"c","format":{"type":"grammar"}}]"#,
+    ] {
+        assert!(refused(&judged(member)), "{member}");
+    }
+    for member in [
+        r#""text":{"format":null}"#,
+        r#""text":{"format":{"type":"json_object"}}"#,
+        r#""text":{"format":{"type":"json_schema","name":"n","schema":{},"strict":"yes"}}"#,
+        r#""text":{"verbosity":"low","type":"zzz","x":1}"#,
+        r#""text":{}"#,
+        r#""reasoning":{"effort":"low","summary":null,"mode":"zz","x":1}"#,
+        r#""tools":[{"type":"custom","name":"c","format":{"type":"grammar","definition":"d","syntax":"lark"}}]"#,
+        r#""tools":[{"type":"custom","name":"c","format":null}]"#,
+    ] {
+        assert_eq!(judged(member), GATE, "{member}");
     }
 }

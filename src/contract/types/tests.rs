@@ -565,7 +565,10 @@ fn every_shaped_type_is_read_for_its_names() {
                     Ty::ChatRequestMessages => f.name == "messages",
                     Ty::ChatTools => f.name == "tools",
                     Ty::TaggedList(_) => matches!(f.name, "tools" | "input"),
-                    Ty::Tagged(_) => matches!(f.name, "tool_choice" | "response_format"),
+                    Ty::Tagged(_) => {
+                        matches!(f.name, "tool_choice" | "response_format")
+                            || crate::inspect::MODELS.contains(&name)
+                    }
                     Ty::WordList(_) => f.name == "include",
                     _ => true,
                 };
