@@ -245,8 +245,8 @@ fn word_list(sc: &mut Scanner<'_>, strings: &mut Vec<Vec<u8>>) -> Result<Kind, S
 
 /// Scans a score input object, or a list (of strings and such objects): its kind. An
 /// object's content parts are added to `shape.tagged`, the kinds of its member values to
-/// `shape.nested`, and `shape.misshapen` is set when an object has no list `content` or a
-/// part that is not an object (`ScoreMultiModalParam`).
+/// `shape.nested`, and `shape.misshapen` is set when an object has no list `content`, a
+/// part that is not an object, or a member name that is not text (`ScoreMultiModalParam`).
 fn score_inputs(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<Kind, SyntaxError> {
     if sc.peek() == Some(b'{') {
         return score_input(sc, 2, shape);
@@ -266,9 +266,11 @@ fn score_input(sc: &mut Scanner<'_>, depth: usize, shape: &mut Shape) -> Result<
     // The parts of the last `content` go after these; `false` when that is no list of
     // objects.
     let (objects, keys) = (shape.objects.len(), shape.keys.len());
-    let mut parts = false;
+    let (mut parts, mut unreadable) = (false, false);
     let empty = sc.members(depth, |sc, key| {
-        let (start, content) = (sc.pos, &key_bytes(sc.text(), key)[..] == b"content");
+        let key = key_bytes(sc.text(), key);
+        unreadable |= super::unreadable_name(&key);
+        let (start, content) = (sc.pos, &key[..] == b"content");
         if content {
             // A later `content` replaces the parts of an earlier one.
             shape.objects.truncate(objects);
@@ -293,7 +295,7 @@ fn score_input(sc: &mut Scanner<'_>, depth: usize, shape: &mut Shape) -> Result<
         })?;
         Ok(())
     })?;
-    if !parts {
+    if !parts || unreadable {
         shape.objects.truncate(objects);
         shape.keys.truncate(keys);
         shape.misshapen = true;

@@ -89,3 +89,32 @@ fn dicts_lazy_lists_and_harmony_take_an_unreadable_name() {
         assert_eq!(of(*route, members), GATE, "{route:?} {members}");
     }
 }
+
+/// A score input object (`ScoreMultiModalParam`) and its content parts are `TypedDict`s:
+/// a name that is not text in either is refused (seen on a real embedding server).
+#[test]
+fn a_score_input_with_an_unreadable_name_is_refused() {
+    let up = embed_server();
+    for (documents, refused) in [
+        (
+            r#"{"content":[{"type":"text","text":"d"}],"x\ud800":1}"#,
+            true,
+        ),
+        (
+            r#"[{"content":[{"type":"text","text":"d","x\ud800":1}]}]"#,
+            true,
+        ),
+        (
+            r#"{"content":[{"type":"text","text":"d"}],"x\u00e9":1}"#,
+            false,
+        ),
+        (
+            r#"[{"content":[{"type":"text","text":"d","x\u00e9":1}]}]"#,
+            false,
+        ),
+    ] {
+        let member = format!(r#""documents":{documents}"#);
+        let got = with_kwargs(RouteKind::Score, r#""queries":"q""#, &member, &up);
+        assert_eq!(got != GATE, refused, "{documents}: {got:?}");
+    }
+}
