@@ -446,7 +446,8 @@ fn fact_value(
             shape.objects.push(object);
             kind
         }
-        _ if MODELS.contains(&name) && sc.peek() == Some(b'{') => {
+        // [`MODELS`], spelled out: one decision with the other names.
+        b"stream_options" | b"text" | b"reasoning" | b"prompt" if sc.peek() == Some(b'{') => {
             let seen = tagged::Reader::with_parts(&mut shape.keys, &mut shape.parts);
             let (kind, object) = seen.object(sc, 2)?;
             shape.objects.push(object);

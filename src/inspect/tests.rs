@@ -287,3 +287,23 @@ fn what_a_body_records_is_bounded() {
         assert_eq!(refused, !fits, "{}", &body[..40]);
     }
 }
+
+#[test]
+fn each_model_member_is_read_as_one_tagged_object_with_its_parts() {
+    for name in MODELS {
+        let name = std::str::from_utf8(name).unwrap();
+        let f = find(&format!(
+            r#"{{"{name}":{{"a":1,"b":{{"type":"t"}},"c":[{{}}]}}}}"#
+        ));
+        let tagged: Vec<_> = f.members[0].tagged().collect();
+        assert_eq!(tagged.len(), 1, "{name}");
+        let t = tagged[0];
+        for (field, parts) in [(&b"b"[..], 1), (b"c", 1), (b"a", 0)] {
+            let list = t.get(field).and_then(|k| k.list.as_ref());
+            assert_eq!(list.map_or(0, |l| t.objects(l).count()), parts, "{name}");
+        }
+        // Not an object: read as any other value.
+        let f = find(&format!(r#"{{"{name}":[{{}}]}}"#));
+        assert_eq!(f.members[0].tagged().count(), 0, "{name}");
+    }
+}
