@@ -255,31 +255,37 @@ pub fn int_value(kind: Kind, token: &[u8]) -> IntValue {
 /// byte shows they are no number ([`no_number`]).
 const MAX_SCALAR_TEXT: usize = 64;
 
-/// Whether a string as written (no escape in it) holds an ASCII byte no text that `int` or
-/// `float` takes can hold: one that is not a digit, sign, point, underscore, white space,
-/// exponent or a letter of `inf`, `infinity` and `nan`. Stops at the first such byte.
+/// Whether a string as written holds, before its first escape, an ASCII byte no text that
+/// `int` or `float` takes can hold: one that is not a digit, sign, point, underscore, white
+/// space, exponent or a letter of `inf`, `infinity` and `nan`. One pass that stops at the
+/// first such byte or escape: a long data URL is settled by its fifth byte, not read whole.
 fn no_number(raw: &[u8]) -> bool {
-    !raw.contains(&b'\\')
-        && raw.iter().any(|&b| {
-            b.is_ascii()
-                && !matches!(
-                    b.to_ascii_lowercase(),
-                    b'0'..=b'9'
-                        | b'+'
-                        | b'-'
-                        | b'.'
-                        | b'_'
-                        | b'\t'..=b'\r'
-                        | b' '
-                        | b'e'
-                        | b'i'
-                        | b'n'
-                        | b'f'
-                        | b't'
-                        | b'y'
-                        | b'a'
-                )
-        })
+    for &b in raw {
+        if b == b'\\' {
+            return false;
+        }
+        let numeric = matches!(
+            b.to_ascii_lowercase(),
+            b'0'..=b'9'
+                | b'+'
+                | b'-'
+                | b'.'
+                | b'_'
+                | b'\t'..=b'\r'
+                | b' '
+                | b'e'
+                | b'i'
+                | b'n'
+                | b'f'
+                | b't'
+                | b'y'
+                | b'a'
+        );
+        if b.is_ascii() && !numeric {
+            return true;
+        }
+    }
+    false
 }
 
 /// Classifies a top-level value from its token (a string with its quotes).
@@ -772,11 +778,16 @@ mod tests {
             c(&format!("1{}", "z".repeat(MAX_SCALAR_TEXT))),
             (None, false, false)
         );
-        // Digits, padding, an escape or a word's letters: taken as accepted.
+        // Before an escape, it is as written (the real server: int_parsing).
+        assert_eq!(
+            c(&format!("{}x\\n", "7".repeat(MAX_SCALAR_TEXT))),
+            (None, false, false)
+        );
+        // Digits, padding, an escape first or a word's letters: taken as accepted.
         for long in [
             "7".repeat(MAX_SCALAR_TEXT + 1),
             format!("{}\\n", "7".repeat(MAX_SCALAR_TEXT)),
-            format!("{}x\\n", "7".repeat(MAX_SCALAR_TEXT)),
+            format!("{}\\nx", "7".repeat(MAX_SCALAR_TEXT)),
             format!("{}infinity", " ".repeat(MAX_SCALAR_TEXT)),
             format!("{}\u{e9}", "7".repeat(MAX_SCALAR_TEXT)),
         ] {
