@@ -349,11 +349,12 @@ def model_tag(m, filled=None, nested=False, untyped=False):
 def object_tags(a):
     """For a field whose type is a union of tagged types (or an optional one), read one
     level down as a list of one: their `tags`, else None."""
-    args = typing.get_args(a) if typing.get_origin(a) in (typing.Union, types.UnionType) else (a,)
-    non = [x for x in args if x is not type(None)]
-    if len(non) != 1:
-        return tags(a, PART_FILLED, nested=True) if len(non) > 1 else None
-    return tags(non[0], PART_FILLED, nested=True)
+    # The union's members (through `Annotated` and nested unions) without `None`: null is
+    # the field's kinds' concern.
+    members = [m for m in flatten([a]) if m is not type(None)]
+    if len(members) < 2:
+        return None
+    return model_tags(members, PART_FILLED, nested=True) or None
 
 
 def scalar(a):

@@ -159,6 +159,10 @@ impl Tag {
         if t.unreadable {
             return false;
         }
+        // Not all its members are known: nothing is certain.
+        if t.overflow {
+            return true;
+        }
         let typed = match tag {
             // A model alone, with no `type` field: any `type` is another member.
             _ if self.words.is_empty() => true,
@@ -177,7 +181,9 @@ impl Tag {
                             k.kinds.within(kinds)
                                 && scalar.takes(k)
                                 && (words.is_empty()
-                                    || k.text.is_none_or(|text| {
+                                    || !matches!(k.kind, Kind::Str { .. })
+                                    // A longer string than any word is none of them.
+                                    || k.text.is_some_and(|text| {
                                         words.iter().any(|w| text.is(w.as_bytes()))
                                     }))
                         }

@@ -383,7 +383,7 @@ pub struct Member {
     /// Their keys, one object's after another's.
     pub(super) keys: Vec<Key>,
     /// The objects in their lists and object members, where those were read (the Responses
-    /// API's input items, its tools, `text` and `reasoning`).
+    /// API's input items, the tools, and the one-model members, [`super::MODELS`]).
     pub(super) parts: Option<Box<Parts>>,
     /// The kinds of the values inside the member's containers: its lists' elements (a list
     /// under `messages`, `input` and `prompt`), or its objects' member values (an object or

@@ -307,6 +307,10 @@ pub(super) fn chat_message(
         };
         let start = sc.pos;
         let kind = match seen.as_deref_mut() {
+            // Read here, not as parts: no Responses item has these.
+            Some(seen) if matches!(&key[..], b"author" | b"tool_calls") => {
+                seen.member(sc, &key, read)?
+            }
             Some(seen) => {
                 let kind = seen.member_listed(sc, &key, depth + 1, read)?;
                 if &key[..] == b"content" && matches!(kind, Kind::Array { .. }) {

@@ -448,7 +448,7 @@ fn fact_value(
         }
         // [`MODELS`], spelled out: one decision with the other names.
         b"stream_options" | b"text" | b"reasoning" | b"prompt" if sc.peek() == Some(b'{') => {
-            let seen = tagged::Reader::with_parts(&mut shape.keys, &mut shape.parts);
+            let seen = tagged::Reader::with_parts(&mut shape.keys, &mut shape.parts).lenient();
             let (kind, object) = seen.object(sc, 2)?;
             shape.objects.push(object);
             kind

@@ -214,13 +214,17 @@ pub struct Scanner<'a> {
     inner_len: usize,
     /// Members recorded so far in objects read as tagged types ([`Scanner::record`]).
     recorded: usize,
+    /// And in those read leniently ([`Scanner::record_lenient`]).
+    lenient: usize,
 }
 
 /// The most values recorded inside the top-level members of one body: the members of
 /// the gated fields and of their object values (`media_io_kwargs`' modalities), of the
 /// objects read as tagged types (a message, a Responses item, a tool, a score input ...
 /// and the objects in their lists), and `include` words. Each is kept with its key and
-/// kinds; real requests hold a few thousand.
+/// kinds; real requests hold a few thousand. (The objects read leniently, a one-model
+/// member and the objects in object fields, have a budget of their own, past which they
+/// stop being recorded instead.)
 pub const MAX_RECORDED: usize = 100_000;
 
 impl<'a> Scanner<'a> {
@@ -234,7 +238,15 @@ impl<'a> Scanner<'a> {
             inner: KindSet::NONE,
             inner_len: 0,
             recorded: 0,
+            lenient: 0,
         }
+    }
+
+    /// Counts one value recorded leniently (in a budget of its own, so that it takes none
+    /// from [`Scanner::record`]): whether it may be, at most [`MAX_RECORDED`] in the body.
+    pub fn record_lenient(&mut self) -> bool {
+        self.lenient += 1;
+        self.lenient <= MAX_RECORDED
     }
 
     /// Counts one value recorded inside a top-level member, at most [`MAX_RECORDED`] in

@@ -313,8 +313,9 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
     let (mut function, mut defer) = (None, true);
     // For the Responses API's names: the last `name`, and the last `tools` if a list.
     let (mut name, mut tools) = (NameValue::None, None);
-    // The objects in its other members (a custom tool's `format`) are read as parts.
-    let mut seen = Reader::with_parts(&mut shape.keys, &mut shape.parts);
+    // The objects in its other members (a custom tool's `format`) are read as parts,
+    // leniently (see `Reader`).
+    let mut seen = Reader::with_parts(&mut shape.keys, &mut shape.parts).lenient();
     let empty = sc.members(3, |sc, key| {
         let key = key_bytes(sc.text(), key);
         let start = sc.pos;

@@ -14,6 +14,7 @@ use super::scan::{Kind, KindSet, Scanner, SyntaxError};
 pub struct Object {
     keys: Range<usize>,
     unreadable: bool,
+    overflow: bool,
 }
 
 impl Object {
@@ -23,6 +24,7 @@ impl Object {
         Tagged {
             keys: &keys[self.keys.clone()],
             unreadable: self.unreadable,
+            overflow: self.overflow,
             parts,
         }
     }
@@ -71,6 +73,9 @@ pub struct Tagged<'a> {
     pub keys: &'a [Key],
     /// See [`Object::unreadable`].
     pub unreadable: bool,
+    /// Read leniently past [`super::scan::MAX_RECORDED`]: its members (or its parts') are
+    /// not all known, so it is taken.
+    pub overflow: bool,
     parts: &'a Parts,
 }
 
@@ -188,6 +193,11 @@ impl Tagged<'_> {
 pub(super) struct Reader<'k> {
     start: usize,
     unreadable: bool,
+    /// Past the body's recording limit, members go unrecorded (the object is then taken)
+    /// instead of failing the body: for the objects vLLM's types read that mmgate did not
+    /// always read, so that no body is refused for them that was taken before.
+    lenient: bool,
+    overflow: bool,
     keys: &'k mut Vec<Key>,
     /// Where the objects in its lists go (made at the first list), if they are read.
     parts: Option<&'k mut Option<Box<Parts>>>,
@@ -199,6 +209,8 @@ impl<'k> Reader<'k> {
         Reader {
             start,
             unreadable: false,
+            lenient: false,
+            overflow: false,
             keys,
             parts: None,
         }
@@ -209,6 +221,14 @@ impl<'k> Reader<'k> {
         Reader {
             parts: Some(parts),
             ..Reader::new(keys)
+        }
+    }
+
+    /// A reader that reads leniently (see [`Reader`]), its parts too.
+    pub(super) fn lenient(self) -> Self {
+        Reader {
+            lenient: true,
+            ..self
         }
     }
 
@@ -232,9 +252,12 @@ impl<'k> Reader<'k> {
         let parts = made.get_or_insert_default();
         let first = parts.objects.len() as u32;
         let mut elements = KindSet::NONE;
+        let (lenient, recorded) = (self.lenient, self.keys.len());
         let kind = self.member(sc, key, |sc| {
             if sc.peek() == Some(b'{') {
-                let (kind, object) = Reader::new(&mut parts.keys).object(sc, depth)?;
+                // An object field: read leniently (it was not always read).
+                let reader = Reader::new(&mut parts.keys).lenient();
+                let (kind, object) = reader.object(sc, depth)?;
                 parts.objects.push(object);
                 elements = KindSet::OBJECT;
                 return Ok(kind);
@@ -243,7 +266,11 @@ impl<'k> Reader<'k> {
                 if sc.peek() != Some(b'{') {
                     return sc.value(depth + 1);
                 }
-                let (kind, object) = Reader::new(&mut parts.keys).object(sc, depth + 1)?;
+                let reader = Reader {
+                    lenient,
+                    ..Reader::new(&mut parts.keys)
+                };
+                let (kind, object) = reader.object(sc, depth + 1)?;
                 parts.objects.push(object);
                 Ok(kind)
             })?;
@@ -252,8 +279,11 @@ impl<'k> Reader<'k> {
         })?;
         let objects = first..parts.objects.len() as u32;
         self.parts = Some(made);
-        if let Some(key) = self.keys.last_mut() {
-            key.list = Some(List { elements, objects });
+        // Unless its key went unrecorded (a lenient reader past the limit).
+        if self.keys.len() > recorded {
+            if let Some(key) = self.keys.last_mut() {
+                key.list = Some(List { elements, objects });
+            }
         }
         Ok(kind)
     }
@@ -266,8 +296,15 @@ impl<'k> Reader<'k> {
         key: &[u8],
         read: impl FnOnce(&mut Scanner<'_>) -> Result<Kind, SyntaxError>,
     ) -> Result<Kind, SyntaxError> {
-        sc.record()?;
         self.unreadable |= super::unreadable_name(key);
+        if self.lenient {
+            if !sc.record_lenient() {
+                self.overflow = true;
+                return read(sc);
+            }
+        } else {
+            sc.record()?;
+        }
         let start = sc.pos;
         let kind = read(sc)?;
         let token = &sc.text()[start..sc.pos];
@@ -308,6 +345,7 @@ impl<'k> Reader<'k> {
         Object {
             keys: self.start..self.keys.len(),
             unreadable: self.unreadable,
+            overflow: self.overflow,
         }
     }
 

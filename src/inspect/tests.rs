@@ -271,8 +271,20 @@ fn what_a_body_records_is_bounded() {
         ),
         (format!(r#"{{"input":[{}]}}"#, items(half)), true),
         (format!(r#"{{"input":[{}]}}"#, items(past)), false),
-        // Members read for nothing, or only for their values' kinds, are not recorded.
+        // Members read for nothing, or only for their values' kinds, are not recorded; nor
+        // are those of objects read leniently past the limit (a one-model member, an
+        // object field of a tool or item).
         (format!(r#"{{"extra_args":{{{more}}}}}"#), true),
+        (format!(r#"{{"stream_options":{{{more}}}}}"#), true),
+        (format!(r#"{{"text":{{"format":{{{more}}}}}}}"#), true),
+        (
+            format!(r#"{{"tools":[{{"type":"function","name":"f","parameters":{{{more}}}}}]}}"#),
+            true,
+        ),
+        (
+            format!(r#"{{"input":[{{"type":"function_call","caller":{{{more}}}}}]}}"#),
+            true,
+        ),
         (format!(r#"{{"metadata":{{{more}}}}}"#), true),
         (
             format!(r#"{{"mm_processor_kwargs":{{"a":{{"b":{{{more}}}}}}}}}"#),

@@ -202,6 +202,8 @@ fn the_responses_text_reasoning_and_tool_formats_are_judged() {
         r#""reasoning":{"effort":"x"}"#,
         r#""reasoning":{"summary":"x"}"#,
         r#""reasoning":{"mode":1}"#,
+        // Longer than any word (the words are compared only when short).
+        r#""reasoning":{"effort":"lowwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwww"}"#,
         r#""tools":[{"type":"custom","name":"c","format":{"type":"bogus"}}]"#,
         r#""tools":[{"type":"custom","name":"c","format":{"type":"grammar"}}]"#,
     ] {
@@ -219,4 +221,35 @@ fn the_responses_text_reasoning_and_tool_formats_are_judged() {
     ] {
         assert_eq!(judged(member), GATE, "{member}");
     }
+}
+
+/// A harmony message (an `author`) is read alike under `messages` and under an embeddings
+/// request's `input` (its chat form), where the message's members are also read as a
+/// Responses item's.
+#[test]
+fn a_harmony_message_is_read_alike_under_messages_and_input() {
+    let message = r#"{"role":"bob","author":{"role":"user"},"name":5,"content":[{"type":"text","text":"hi"}]}"#;
+    for field in ["messages", "input"] {
+        assert_eq!(one(RouteKind::Embeddings, field, message), GATE, "{field}");
+        let no_author = message.replace(r#""author":{"role":"user"},"#, "");
+        assert!(
+            refused(&one(RouteKind::Embeddings, field, &no_author)),
+            "{field}"
+        );
+    }
+}
+
+/// An object read leniently past the recording limit is taken: its members are not all
+/// known (a `text` whose `verbosity` comes after 100,001 others).
+#[test]
+fn an_object_past_the_recording_limit_is_taken() {
+    let many: Vec<String> = (0..=crate::inspect::scan::MAX_RECORDED)
+        .map(|i| format!(r#""k{i}":0"#))
+        .collect();
+    let text = format!(r#""text":{{{},"verbosity":"x"}}"#, many.join(","));
+    let route = RouteKind::ResponsesRender;
+    let up = UpstreamFacts::default();
+    assert_eq!(with_kwargs(route, r#""input":"hi""#, &text, &up), GATE);
+    let few = r#""text":{"k0":0,"verbosity":"x"}"#;
+    assert!(refused(&with_kwargs(route, r#""input":"hi""#, few, &up)));
 }
