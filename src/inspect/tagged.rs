@@ -73,8 +73,8 @@ pub struct Tagged<'a> {
     pub keys: &'a [Key],
     /// See [`Object::unreadable`].
     pub unreadable: bool,
-    /// Read leniently past [`super::scan::MAX_RECORDED`]: its members (or its parts') are
-    /// not all known, so it is taken.
+    /// Read leniently past its budget ([`super::scan::Scanner::record_lenient`]): its
+    /// members are not all known, so it is taken (each part has its own).
     pub overflow: bool,
     parts: &'a Parts,
 }
