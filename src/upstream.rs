@@ -377,7 +377,7 @@ impl http_body::Body for Watched {
 
 /// Removes hop-by-hop headers: the fixed list and every header `Connection` names.
 ///
-/// Returns whether they asked to switch to WebSocket ([`asks_websocket`]), which is looked
+/// Returns whether they asked to switch to WebSocket (`asks_websocket`), which is looked
 /// at only when they hold hop-by-hop fields (most requests hold none).
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
     // One pass over the names finds the fixed ones (most messages carry none, and then
