@@ -278,16 +278,14 @@ pub(super) fn chat_message(
         harmony_fields: [true; 3],
         ..Message::default()
     };
-    let empty = sc.members(depth, |sc, key| {
-        let key = key_bytes(sc.text(), key);
-        m.unreadable_key |= super::unreadable_name(&key);
-        match &key[..] {
+    let (empty, unreadable) = super::model_members(sc, depth, |sc, key| {
+        match key {
             // The last `tool_calls` and `content` count, lists or not.
             b"tool_calls" => m.calls = Calls::default(),
             b"content" => m.unreadable_part = false,
             _ => {}
         }
-        let mut read = |sc: &mut Scanner<'_>| match &key[..] {
+        let mut read = |sc: &mut Scanner<'_>| match key {
             b"author" if sc.peek() == Some(b'{') => {
                 let (kind, ok) = harmony_author(sc, depth + 1)?;
                 m.author = ok;
@@ -308,25 +306,24 @@ pub(super) fn chat_message(
         let start = sc.pos;
         let kind = match seen.as_deref_mut() {
             // Read here, not as parts: no Responses item has these.
-            Some(seen) if matches!(&key[..], b"author" | b"tool_calls") => {
-                seen.member(sc, &key, read)?
-            }
+            Some(seen) if matches!(key, b"author" | b"tool_calls") => seen.member(sc, key, read)?,
             Some(seen) => {
-                let kind = seen.member_listed(sc, &key, depth + 1, read)?;
-                if &key[..] == b"content" && matches!(kind, Kind::Array { .. }) {
+                let kind = seen.member_listed(sc, key, depth + 1, read)?;
+                if key == b"content" && matches!(kind, Kind::Array { .. }) {
                     m.unreadable_part = seen.listed_unreadable();
                 }
                 kind
             }
             None => read(sc)?,
         };
-        match &key[..] {
+        match key {
             b"role" => (m.role, m.role_token) = (Some(kind), start..sc.pos),
             b"content" => m.content = Some(value(sc, kind)),
-            _ => m.other(&key, value(sc, kind)),
+            _ => m.other(key, value(sc, kind)),
         }
         Ok(())
     })?;
+    m.unreadable_key = unreadable;
     *roles &= is_str(m.role);
     Ok((Kind::Object { empty }, m.fits(sc.text())))
 }
@@ -339,10 +336,9 @@ fn content_parts(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), Syn
         if sc.peek() != Some(b'{') {
             return sc.value(depth + 1);
         }
-        let empty = sc.members(depth + 1, |sc, key| {
-            unreadable |= super::unreadable_name(&key_bytes(sc.text(), key));
-            sc.value(depth + 2).map(drop)
-        })?;
+        let (empty, names) =
+            super::model_members(sc, depth + 1, |sc, _| sc.value(depth + 2).map(drop))?;
+        unreadable |= names;
         Ok(Kind::Object { empty })
     })?;
     Ok((Kind::Array { empty }, unreadable))
@@ -371,11 +367,8 @@ fn tool_call_list(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, Calls), S
 /// takes; the last of duplicates counts.
 fn tool_call(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool, bool), SyntaxError> {
     let (mut id, mut ty, mut function, mut custom) = (false, None, false, false);
-    let mut unreadable = false;
-    let empty = sc.members(depth, |sc, key| {
-        let key = key_bytes(sc.text(), key);
-        unreadable |= super::unreadable_name(&key);
-        match &key[..] {
+    let (empty, unreadable) = super::model_members(sc, depth, |sc, key| {
+        match key {
             b"type" if sc.peek() == Some(b'"') => {
                 let s = sc.string()?;
                 ty = match &key_bytes(sc.text(), s)[..] {
@@ -413,12 +406,10 @@ fn named(sc: &mut Scanner<'_>, depth: usize, other: &[u8]) -> Result<bool, Synta
         sc.value(depth)?;
         return Ok(false);
     }
-    let (mut name, mut second, mut unreadable) = (false, false, false);
-    sc.members(depth, |sc, key| {
-        let key = key_bytes(sc.text(), key);
-        unreadable |= super::unreadable_name(&key);
+    let (mut name, mut second) = (false, false);
+    let (_, unreadable) = super::model_members(sc, depth, |sc, key| {
         let text = matches!(sc.value(depth + 1)?, Kind::Str { .. });
-        match &key[..] {
+        match key {
             b"name" => name = text,
             k if k == other => second = text,
             _ => {}

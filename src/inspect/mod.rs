@@ -265,6 +265,26 @@ fn unreadable_name(name: &[u8]) -> bool {
     name.contains(&0xED) && has_surrogate(name)
 }
 
+/// Walks the members of the object at the cursor (at `depth`) as a model reads them:
+/// `on` gets each decoded name and must consume the value. Whether the object is empty,
+/// and whether one of its names is not text ([`unreadable_name`]).
+fn model_members<F>(
+    sc: &mut Scanner<'_>,
+    depth: usize,
+    mut on: F,
+) -> Result<(bool, bool), SyntaxError>
+where
+    F: FnMut(&mut Scanner<'_>, &[u8]) -> Result<(), SyntaxError>,
+{
+    let mut unreadable = false;
+    let empty = sc.members(depth, |sc, key| {
+        let key = key_bytes(sc.text(), key);
+        unreadable |= unreadable_name(&key);
+        on(sc, &key)
+    })?;
+    Ok((empty, unreadable))
+}
+
 /// Whether WTF-8 text holds a surrogate code point (`ED A0..BF ..`).
 fn has_surrogate(text: &[u8]) -> bool {
     memchr::memchr_iter(0xED, text)

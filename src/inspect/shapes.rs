@@ -266,11 +266,9 @@ fn score_input(sc: &mut Scanner<'_>, depth: usize, shape: &mut Shape) -> Result<
     // The parts of the last `content` go after these; `false` when that is no list of
     // objects.
     let (objects, keys) = (shape.objects.len(), shape.keys.len());
-    let (mut parts, mut unreadable) = (false, false);
-    let empty = sc.members(depth, |sc, key| {
-        let key = key_bytes(sc.text(), key);
-        unreadable |= super::unreadable_name(&key);
-        let (start, content) = (sc.pos, &key[..] == b"content");
+    let mut parts = false;
+    let (empty, unreadable) = super::model_members(sc, depth, |sc, key| {
+        let (start, content) = (sc.pos, key == b"content");
         if content {
             // A later `content` replaces the parts of an earlier one.
             shape.objects.truncate(objects);
@@ -417,18 +415,15 @@ fn namespaced_names(sc: &mut Scanner<'_>) -> Result<(Kind, Vec<NameValue>), Synt
 /// not text included).
 fn function_definition(sc: &mut Scanner<'_>) -> Result<(Kind, Option<Vec<u8>>), SyntaxError> {
     let (mut name, mut description, mut parameters, mut strict) = (None, true, true, true);
-    let mut unreadable = false;
-    let empty = sc.members(4, |sc, key| {
-        let key = key_bytes(sc.text(), key);
-        unreadable |= super::unreadable_name(&key);
+    let (empty, unreadable) = super::model_members(sc, 4, |sc, key| {
         let start = sc.pos;
-        if &key[..] == b"name" && sc.peek() == Some(b'"') {
+        if key == b"name" && sc.peek() == Some(b'"') {
             let s = sc.string()?;
             name = Some(key_bytes(sc.text(), s).into_owned());
             return Ok(());
         }
         let kind = sc.value(5)?;
-        match &key[..] {
+        match key {
             b"name" => name = None,
             b"description" => description = matches!(kind, Kind::Str { .. } | Kind::Null),
             b"parameters" => parameters = matches!(kind, Kind::Object { .. } | Kind::Null),
@@ -610,11 +605,8 @@ pub(super) fn structured_outputs(
     }
     // Each field's last value: whether it is set (not null), and whether its type takes it.
     let mut fields: [Option<(bool, bool)>; STRUCTURED_FIELDS.len()] = Default::default();
-    let mut unreadable = false;
-    let empty = sc.members(2, |sc, key| {
-        let key = key_bytes(sc.text(), key);
-        unreadable |= super::unreadable_name(&key);
-        let Some(i) = STRUCTURED_FIELDS.iter().position(|f| f.0 == &key[..]) else {
+    let (empty, unreadable) = super::model_members(sc, 2, |sc, key| {
+        let Some(i) = STRUCTURED_FIELDS.iter().position(|f| f.0 == key) else {
             sc.value(3)?;
             return Ok(());
         };
@@ -686,11 +678,8 @@ fn json_schema(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), Synta
     }
     // Each field's last value: whether its type takes it.
     let mut fields = [None; FIELDS.len()];
-    let mut unreadable = false;
-    let empty = sc.members(depth, |sc, key| {
-        let key = key_bytes(sc.text(), key);
-        unreadable |= super::unreadable_name(&key);
-        match FIELDS.iter().position(|f| f.0 == &key[..]) {
+    let (empty, unreadable) = super::model_members(sc, depth, |sc, key| {
+        match FIELDS.iter().position(|f| f.0 == key) {
             Some(i) => fields[i] = Some(FIELDS[i].1.read(sc, depth + 1, FIELDS[i].2)?.1),
             None => {
                 sc.value(depth + 1)?;
@@ -713,19 +702,15 @@ fn named_members(
     names: &[&[u8]],
     mut on: impl FnMut(usize, Kind, &[u8]),
 ) -> Result<(bool, bool), SyntaxError> {
-    let mut unreadable = false;
-    let empty = sc.members(2, |sc, key| {
-        let key = key_bytes(sc.text(), key);
-        unreadable |= super::unreadable_name(&key);
-        let at = names.iter().position(|&n| n == &key[..]);
+    super::model_members(sc, 2, |sc, key| {
+        let at = names.iter().position(|&n| n == key);
         let start = sc.pos;
         let kind = sc.value(3)?;
         if let Some(at) = at {
             on(at, kind, &sc.text()[start..sc.pos]);
         }
         Ok(())
-    })?;
-    Ok((empty, unreadable))
+    })
 }
 
 /// Scans `repetition_detection`: whether vLLM's `RepetitionDetectionParams` refuses it:
