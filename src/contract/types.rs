@@ -62,7 +62,8 @@ pub(super) enum Ty {
     /// A list of strings each equal to one of these words (`list[Literal[...]]`), read from
     /// an `include` list's [`crate::inspect::Member::strings`]; judged for no other member.
     WordList(&'static [&'static str]),
-    /// An object one of these types takes (an object `tool_choice`, a `response_format`),
+    /// An object one of these types takes (an object `tool_choice`, a `response_format`,
+    /// or a one-model member of [`crate::inspect::MODELS`], whose one tag has no words),
     /// read from the member's [`crate::inspect::Member::tagged`]; judged for no other
     /// member.
     Tagged(&'static [Tag]),
@@ -84,12 +85,13 @@ pub(super) enum Ty {
     Literal(&'static [&'static str]),
 }
 
-/// One type of a tagged union: the `type` words it takes, whether it also takes an object
-/// without a `type` (`NotRequired`) or with a null one (`Optional`), and its other fields
-/// that are required or of decided kinds: each with the kinds it may have (as
-/// [`Ty::List`]'s elements), whether it is required, and for a `Literal` of strings its
-/// words; and its fields that are lists of tagged types (`list[...]`, which pydantic
-/// validates element by element), with those types (whose own lists are not judged).
+/// One type of a tagged union: the `type` words it takes (none for a model alone, whose
+/// `type`, if any, is another member), whether it also takes an object without a `type`
+/// (`NotRequired`) or with a null one (`Optional`), and its other fields that are required
+/// or of decided kinds: each with the kinds it may have (as [`Ty::List`]'s elements),
+/// whether it is required, and for a `Literal` of strings its words; and its fields that
+/// are lists of tagged types (`list[...]`, which pydantic validates element by element) or
+/// one such object, with those types (whose own parts are not judged).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Tag {
     pub(super) words: &'static [&'static str],
