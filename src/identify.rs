@@ -205,14 +205,15 @@ impl Identifier {
             .any(|n| n.contains(&ip))
     }
 
-    /// The configured key header when the request has it (its `Authorization` is then left
+    /// The configured key header when the request has it, not blank (its `Authorization` is then left
     /// to vLLM's own `--api-key`), else `Authorization: Bearer KEY` (scheme
     /// case-insensitive); either one repeated is ambiguous (an appending proxy must not let
     /// the client's win).
     fn presented_key<'h>(&self, headers: &'h HeaderMap) -> Result<Option<&'h str>, Repeated> {
         if let Some(h) = &self.identity.api_key_header {
-            if let Some(v) = only(headers, h)? {
-                return Ok(v.to_str().ok().map(str::trim).filter(|k| !k.is_empty()));
+            // A blank key header carries no key: as if it were not sent.
+            if let Some(v) = only(headers, h)?.filter(|v| !blank(v)) {
+                return Ok(v.to_str().ok().map(str::trim));
             }
         }
         let bearer = only(headers, &header::AUTHORIZATION)?
@@ -229,7 +230,7 @@ impl Identifier {
         self.identity
             .api_key_header
             .as_ref()
-            .is_none_or(|h| !headers.contains_key(h))
+            .is_none_or(|h| headers.get_all(h).iter().all(blank))
     }
 
     /// The owner of a key: its digest compared with every configured digest in constant time.
@@ -244,6 +245,11 @@ impl Identifier {
         }
         bool::from(found).then_some(owner as usize)
     }
+}
+
+/// A header value of only spaces and tabs (or none at all).
+fn blank(v: &HeaderValue) -> bool {
+    v.as_bytes().iter().all(|b| matches!(b, b' ' | b'\t'))
 }
 
 #[cfg(test)]

@@ -371,12 +371,44 @@ fn tls_policy_problems_name_their_fields() {
             "[listen]\nplain_addr = \"127.0.0.1:0\"\n".into(),
             "listen.plain_addr",
         ),
+        // Required certificates, and a plain listener others can reach without one.
+        (
+            format!(
+                "[listen]\nplain_addr = \"0.0.0.0:0\"\n{}",
+                tls_section(&pki, &server, "required")
+            ),
+            "listen.plain_addr: 0.0.0.0:0 is not loopback",
+        ),
+        // Certificate names with no certificate asked for.
+        (
+            format!(
+                "{}[clients.a]\ncertificate_names = [\"a.test\"]\n",
+                tls_section(&pki, &server, "none")
+            ),
+            "clients.a.certificate_names: needs [tls] with client_auth",
+        ),
+        (
+            "[clients.a]\ncertificate_names = [\"a.test\"]\n".into(),
+            "clients.a.certificate_names: needs [tls] with client_auth",
+        ),
     ];
     for (extra, want) in cases {
         let err = Config::parse(&format!("{base}{extra}"))
             .unwrap_err()
             .to_string();
         assert!(err.contains(want), "{want:?} not in {err}");
+    }
+    // On loopback, or with certificates optional, the plain listener loads.
+    for (addr, auth) in [
+        ("127.0.0.1:0", "required"),
+        ("[::1]:0", "required"),
+        ("0.0.0.0:0", "optional"),
+    ] {
+        let text = format!(
+            "{base}[listen]\nplain_addr = \"{addr}\"\n{}[clients.a]\ncertificate_names = [\"a.test\"]\n",
+            tls_section(&pki, &server, auth)
+        );
+        Config::parse(&text).unwrap_or_else(|e| panic!("{addr} {auth}: {e}"));
     }
     let err = Config::parse("[upstream]\nurl = \"http://127.0.0.1:1\"\ntls_ca = \"/x.pem\"\n")
         .unwrap_err()

@@ -126,6 +126,25 @@ pub(super) fn identity(mut s: Section<'_>, p: &mut Problems) -> Identity {
             ),
         }
     }
+    // Authorization is vLLM's own (`--api-key`) and already read as `Bearer KEY`; one header
+    // cannot be both a key and a client name.
+    for (key, h) in [
+        ("api_key_header", &api_key_header),
+        ("client_header", &client_header),
+    ] {
+        if h.as_ref() == Some(&http::header::AUTHORIZATION) {
+            p.add(
+                &format!("identity.{key}"),
+                "Authorization is already read for `Bearer KEY` (and left to vLLM's --api-key when a key header is sent): name another header",
+            );
+        }
+    }
+    if api_key_header.is_some() && api_key_header == client_header {
+        p.add(
+            "identity.client_header",
+            "the same header as api_key_header: one header cannot carry both a key and a client id",
+        );
+    }
     if client_header.is_some() && trusted_networks.is_empty() {
         p.add(
             "identity.trusted_networks",
@@ -141,10 +160,12 @@ pub(super) fn identity(mut s: Section<'_>, p: &mut Problems) -> Identity {
     }
 }
 
+/// Reads `[clients.*]`; `certificates`: the TLS listener asks clients for a certificate.
 pub(super) fn clients(
     s: Section<'_>,
     identity: &Identity,
     pools: &[PoolConfig],
+    certificates: bool,
     p: &mut Problems,
 ) -> Vec<ClientConfig> {
     let mut out: Vec<ClientConfig> = Vec::new();
@@ -156,7 +177,7 @@ pub(super) fn clients(
             );
             continue;
         }
-        let client = client(name, c, identity, pools, p);
+        let client = client(name, c, identity, pools, certificates, p);
         // A credential identifies one client: none may be shared.
         fn shares<T: PartialEq>(a: &[T], b: &[T]) -> bool {
             a.iter().any(|x| b.contains(x))
@@ -247,6 +268,7 @@ fn client(
     mut c: Section<'_>,
     identity: &Identity,
     pools: &[PoolConfig],
+    certificates: bool,
     p: &mut Problems,
 ) -> ClientConfig {
     let path = c.path().to_string();
@@ -260,6 +282,23 @@ fn client(
         );
     }
     let certificate_names = c.strings("certificate_names", p).unwrap_or_default();
+    if !certificate_names.is_empty() && !certificates {
+        p.add(
+            &format!("{path}.certificate_names"),
+            "needs [tls] with client_auth = \"optional\" or \"required\" (no certificate is asked for otherwise)",
+        );
+    }
+    for (key, names) in [
+        ("header_ids", &header_ids),
+        ("certificate_names", &certificate_names),
+    ] {
+        if let Some(i) = names.iter().position(|n| n.trim().is_empty()) {
+            p.add(
+                &format!("{path}.{key}[{i}]"),
+                "empty: it would name no one, or anyone",
+            );
+        }
+    }
     if keys.is_empty() && header_ids.is_empty() && certificate_names.is_empty() {
         p.add(
             &path,

@@ -223,6 +223,15 @@ impl Config {
                 "only with [tls] (listen.addr is plain HTTP without it)",
             );
         }
+        let required = tls
+            .as_ref()
+            .is_some_and(|t| t.client_auth == tls::ClientAuth::Required);
+        if let Some(plain) = plain.filter(|a| required && !a.ip().is_loopback()) {
+            p.add(
+                "listen.plain_addr",
+                format!("{plain} is not loopback, and tls.client_auth = \"required\": clients could skip the certificate there (a plain listener is for a sidecar's local clients)"),
+            );
+        }
         let reload = reload(root.section("reload", &mut p), &mut p);
 
         let mut lim = root.section("limits", &mut p);
@@ -240,7 +249,17 @@ impl Config {
         lim.finish(&mut p);
         let pools = pools::pools(&mut root, limits.max_body_bytes, &mut watched, &mut p);
         let identity = clients::identity(root.section("identity", &mut p), &mut p);
-        let clients = clients::clients(root.section("clients", &mut p), &identity, &pools, &mut p);
+        // A [tls] that failed to load has its own problems: no second one for its clients.
+        let certificates = tls
+            .as_ref()
+            .map_or(tls_present, |t| t.client_auth != tls::ClientAuth::None);
+        let clients = clients::clients(
+            root.section("clients", &mut p),
+            &identity,
+            &pools,
+            certificates,
+            &mut p,
+        );
 
         let gate = gate(root.section("gate", &mut p), &mut p);
 

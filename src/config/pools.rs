@@ -125,7 +125,8 @@ pub(super) fn pools(
     let mut up = root.section("upstream", p);
     let tables = root.section("pools", p);
     let mut out = Vec::new();
-    if up.present() {
+    let shorthand = up.present();
+    if shorthand {
         let url = match up.str("url", p) {
             Some(u) => upstream_url(u, up.path(), p),
             None => {
@@ -152,7 +153,7 @@ pub(super) fn pools(
     }
     up.finish(p);
     for (name, s) in tables.named(p) {
-        if name == "default" && !out.is_empty() {
+        if name == "default" && shorthand {
             p.add(
                 "pools.default",
                 "defined twice: [upstream] is already pool \"default\"",
@@ -176,7 +177,47 @@ pub(super) fn pools(
             "the default pool serves anonymous and untrusted clients, so it cannot be trusted",
         );
     }
+    shared_with_trusted(&out, shorthand, p);
     out
+}
+
+/// An untrusted pool must not list a server of a trusted pool: every client it serves would
+/// reach a deployment started with `--trust-request-mm-kwargs` unchecked. `shorthand`: pool
+/// `default` is `[upstream]`.
+fn shared_with_trusted(pools: &[PoolConfig], shorthand: bool, p: &mut Problems) {
+    for open in pools.iter().filter(|pool| !pool.trusted) {
+        for (i, member) in open.members.iter().enumerate() {
+            let at = server(&member.url);
+            let Some(trusted) = pools
+                .iter()
+                .find(|t| t.trusted && t.members.iter().any(|m| server(&m.url) == at))
+            else {
+                continue;
+            };
+            let path = match open.name.as_str() {
+                "default" if shorthand => "upstream.url".to_string(),
+                name => format!("pools.{name}.members[{i}]"),
+            };
+            p.add(
+                &path,
+                format!(
+                    "{} is also a member of trusted pool \"{}\": an untrusted pool must not reach a server started with --trust-request-mm-kwargs",
+                    member.url, trusted.name
+                ),
+            );
+        }
+    }
+}
+
+/// Scheme, host (case-folded) and port (the scheme's default when none is written) of a
+/// member's URL: two spellings of one server compare equal.
+fn server(url: &http::Uri) -> (String, String, u16) {
+    let scheme = url.scheme_str().unwrap_or("http").to_ascii_lowercase();
+    let host = url.host().unwrap_or("").to_ascii_lowercase();
+    let port = url
+        .port_u16()
+        .unwrap_or(if scheme == "https" { 443 } else { 80 });
+    (scheme, host, port)
 }
 
 /// The member settings of `[upstream]` or a pool: timeouts, and TLS when `url` (the pool's

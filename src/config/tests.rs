@@ -195,6 +195,74 @@ fn upstream_and_pools_default_cannot_both_be_given() {
 }
 
 #[test]
+fn pools_load_whatever_their_names_sort_as() {
+    // Table order is name order: "Alpha" and "batch" come before "default".
+    let text = "[pools.default]\nmembers = [\"http://127.0.0.1:1\"]\n\
+                [pools.batch]\nmembers = [\"http://127.0.0.1:2\"]\n\
+                [pools.Alpha]\nmembers = [\"http://127.0.0.1:3\"]\n";
+    let c = Config::parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<_> = c.pools.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names[0], "default");
+    assert_eq!(names.len(), 3);
+}
+
+#[test]
+fn an_untrusted_pool_cannot_list_a_trusted_server() {
+    let trusted = "[pools.trusted]\nmembers = [\"http://10.0.0.2:8000\"]\ntrusted = true\n";
+    for (untrusted, path) in [
+        ("[upstream]\nurl = \"http://10.0.0.2:8000\"\n", "upstream.url"),
+        (
+            "[pools.default]\nmembers = [\"http://10.0.0.1:8000\", \"HTTP://10.0.0.2:8000/\"]\n",
+            "pools.default.members[1]",
+        ),
+        (
+            "[upstream]\nurl = \"http://10.0.0.1:8000\"\n[pools.alias]\nmembers = [\"http://10.0.0.2:8000\"]\n",
+            "pools.alias.members[0]",
+        ),
+    ] {
+        let Err(ConfigError::Invalid(problems)) = Config::parse(&format!("{untrusted}{trusted}"))
+        else {
+            panic!("expected problems for {untrusted}")
+        };
+        let want = format!("{path}: http://10.0.0.2:8000/ is also a member of trusted pool \"trusted\"");
+        assert!(problems.iter().any(|p| p.starts_with(&want)), "{want} not in {problems:?}");
+    }
+    // The scheme's default port is the same server; another port is another server.
+    let text = "[upstream]\nurl = \"http://10.0.0.2\"\n[pools.trusted]\nmembers = [\"http://10.0.0.2:80\"]\ntrusted = true\n";
+    assert!(Config::parse(text).is_err());
+    let text = "[upstream]\nurl = \"http://10.0.0.2:8001\"\n".to_string() + trusted;
+    Config::parse(&text).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn identity_headers_that_cannot_work_are_refused() {
+    for (identity, want) in [
+        (
+            "api_key_header = \"Authorization\"\n",
+            "identity.api_key_header: Authorization is already read",
+        ),
+        (
+            "client_header = \"authorization\"\ntrusted_networks = [\"10.0.0.0/8\"]\n",
+            "identity.client_header: Authorization is already read",
+        ),
+        (
+            "api_key_header = \"x-api-key\"\nclient_header = \"X-API-KEY\"\ntrusted_networks = [\"10.0.0.0/8\"]\n",
+            "identity.client_header: the same header as api_key_header",
+        ),
+        (
+            "client_header = \"x-client-id\"\ntrusted_networks = [\"10.0.0.0/8\"]\n[clients.a]\nheader_ids = [\"a\", \" \"]\n",
+            "clients.a.header_ids[1]: empty",
+        ),
+    ] {
+        let text = format!("{MINIMAL}\n[identity]\n{identity}");
+        let Err(ConfigError::Invalid(problems)) = Config::parse(&text) else {
+            panic!("expected problems for {identity}")
+        };
+        assert!(problems.iter().any(|p| p.starts_with(want)), "{want} not in {problems:?}");
+    }
+}
+
+#[test]
 fn keys_from_files_and_environment_are_hashed() {
     let path = std::env::temp_dir().join(format!("mmgate-key-{}", std::process::id()));
     std::fs::write(&path, "sk-file\n").unwrap();

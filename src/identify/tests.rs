@@ -19,10 +19,8 @@ client_header = "x-client-id"
 trusted_networks = ["10.0.0.0/8", "127.0.0.1"]
 [clients.vision]
 key_sha256 = ["{}"]
-certificate_names = ["vision.svc.cluster.local"]
 [clients.batch]
 header_ids = ["batch-a", "batch-b"]
-certificate_names = ["batch.svc.cluster.local"]
 "#,
         if extra == "reject" {
             "reject"
@@ -31,7 +29,11 @@ certificate_names = ["batch.svc.cluster.local"]
         },
         hex::encode(digest(KEY)),
     );
-    let c = Config::parse(&text).unwrap();
+    let mut c = Config::parse(&text).unwrap();
+    // Certificate names need a [tls] listener to load; the identifier only reads them.
+    for client in &mut c.clients {
+        client.certificate_names = vec![format!("{}.svc.cluster.local", client.name)];
+    }
     (Identifier::new(&c.identity, &c.clients), c)
 }
 
@@ -78,6 +80,28 @@ fn bearer_and_key_header_identify_by_digest() {
         &format!("Bearer {}", hex::encode(digest(KEY))),
     )]);
     assert_eq!(t.identify(&h, &c).unwrap().client, ClientId::Anonymous);
+}
+
+#[test]
+fn a_blank_key_header_is_as_if_not_sent() {
+    let (t, _) = identifier("reject");
+    let c = conn("192.0.2.1:5000", None);
+    for blank in ["", " ", "\t "] {
+        let h = headers(&[
+            ("x-api-key", blank),
+            ("authorization", &format!("Bearer {KEY}")),
+        ]);
+        let id = t.identify(&h, &c).unwrap();
+        assert_eq!((id.client, id.via), (VISION, Via::ApiKey), "{blank:?}");
+        // Alone, it is no credential: the reason says so.
+        let h = headers(&[("x-api-key", blank)]);
+        match t.identify(&h, &c) {
+            Err(GateError::Unauthorized { reason }) => {
+                assert_eq!(reason, "no credentials were sent")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
 
 #[test]
