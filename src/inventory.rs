@@ -184,8 +184,8 @@ pub struct Aggregate {
 pub struct Snapshot {
     /// The rows, highest count first.
     pub rows: Vec<Row>,
-    /// Distinct rows kept at most.
-    pub cap: usize,
+    /// Distinct rows kept at most (`None`: no bound, as for `mmgate report`).
+    pub cap: Option<usize>,
     /// Field observations not counted because the cap was reached.
     pub overflow: u64,
 }
@@ -256,7 +256,7 @@ impl Aggregate {
         rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
         Snapshot {
             rows,
-            cap: self.cap,
+            cap: (self.cap != usize::MAX).then_some(self.cap),
             overflow: self.overflow,
         }
     }
@@ -311,7 +311,7 @@ pub fn html(s: &Snapshot) -> String {
         out,
         "<p>{} row(s), highest count first; at most {} distinct rows kept, {} request field(s) over the cap. Reload the page to refresh.</p>",
         s.rows.len(),
-        s.cap,
+        s.cap.map_or("any number of".to_string(), |c| c.to_string()),
         s.overflow
     );
     out.push_str(

@@ -131,6 +131,9 @@ pub enum ProbeError {
     /// No model could be learned.
     #[error("cannot learn the served model from {0}/v1/models; pass --model")]
     Model(String),
+    /// A `--routes` entry that is neither a route name nor a gated path.
+    #[error("--routes {0}: not a route (one of {1}) or its path")]
+    Route(String, String),
 }
 
 struct Answer {
@@ -219,6 +222,15 @@ pub async fn probe(opts: ProbeOpts) -> Result<ProbeReport, ProbeError> {
     match base.parse::<http::Uri>() {
         Ok(u) if u.scheme_str() == Some("http") && u.authority().is_some() && u.path() == "/" => {}
         _ => return Err(ProbeError::Target(opts.target.clone())),
+    }
+    for wanted in opts.routes.iter().flatten() {
+        if !ROUTES
+            .iter()
+            .any(|(n, path, _)| wanted == n || wanted == path)
+        {
+            let names: Vec<&str> = ROUTES.iter().map(|(n, ..)| *n).collect();
+            return Err(ProbeError::Route(wanted.clone(), names.join(", ")));
+        }
     }
     let started = rfc3339(SystemTime::now());
     let p = Prober {

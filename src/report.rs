@@ -148,7 +148,8 @@ pub fn table(s: &Snapshot) -> String {
     if s.overflow > 0 {
         out.push_str(&format!(
             "({} observations over the cap of {} rows)\n",
-            s.overflow, s.cap
+            s.overflow,
+            s.cap.unwrap_or(usize::MAX)
         ));
     }
     out

@@ -186,6 +186,30 @@ async fn the_binary_prints_the_table_and_exits_non_zero_on_a_mismatch() {
 
     let (code, _) = run(["probe", "--target", "ftp://x"].map(String::from).to_vec()).await;
     assert_eq!(code, 2);
+    // A misspelt route is refused before anything is sent, naming the routes there are.
+    let target = format!("http://{}", gw.addr);
+    let misspelt = [
+        "probe",
+        "--target",
+        &target,
+        "--model",
+        "tiny",
+        "--routes",
+        "chat,chats",
+    ];
+    let err = probe(ProbeOpts {
+        routes: Some(vec!["chat".into(), "chats".into()]),
+        ..opts(target.clone(), Expect::Trusted)
+    })
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.starts_with("--routes chats: not a route (one of chat, chat+image,"),
+        "{err}"
+    );
+    let (code, _) = run(misspelt.map(String::from).to_vec()).await;
+    assert_eq!(code, 2);
     gw.stop().await;
 }
 

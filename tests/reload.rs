@@ -1,7 +1,8 @@
 //! Live reload: a valid policy is swapped in, an invalid one is refused while the old one
 //! keeps serving (and counted), an open stream finishes under the old policy while new
 //! requests use the new one, rate limits keep their state, the file watcher notices a
-//! change, a rotated server certificate is served, and SIGHUP reloads the real binary.
+//! change (to the policy or a key file it names), a rotated server certificate is served,
+//! and SIGHUP reloads the real binary.
 
 mod support;
 mod tls_support;
@@ -177,6 +178,51 @@ async fn the_file_watcher_reloads_a_changed_policy() {
     })
     .await;
     assert_eq!(post_json(&c, gw.addr, CHAT, KWARGS_BODY).await.status, 400);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn the_file_watcher_reloads_a_rotated_client_key() {
+    let fake = FakeVllm::start().await;
+    let dir = scratch("key-file");
+    let key_file = dir.join("app.key");
+    std::fs::write(&key_file, "sk-first\n").unwrap();
+    let path = dir.join("policy.toml");
+    let text = format!(
+        "[upstream]\nurl = \"{}\"\n[reload]\ninterval_ms = 20\n[identity]\nunknown = \"reject\"\n[clients.app]\nkey_file = {:?}\n",
+        fake.url(),
+        key_file.display().to_string()
+    );
+    write_policy(&path, &text);
+    let gw = start(&path, None).await;
+    let c = client();
+    let call = |key: &'static str| {
+        let auth = format!("Bearer {key}");
+        let c = &c;
+        let addr = gw.addr;
+        async move {
+            send(
+                c,
+                addr,
+                "GET",
+                "/v1/models",
+                &[("authorization", &auth)],
+                "",
+            )
+            .await
+            .status
+        }
+    };
+    assert_eq!(call("sk-first").await, 200);
+    assert_eq!(call("sk-second-key").await, 401);
+    // Only the key file changes: the watcher reloads, and the new key is the client's.
+    std::fs::write(&key_file, "sk-second-key\n").unwrap();
+    eventually("the watcher to read the rotated key", || async {
+        call("sk-second-key").await == 200
+    })
+    .await;
+    assert_eq!(call("sk-first").await, 401);
+    assert_eq!(reloads(&gw, "success").await, 1.0);
     gw.stop().await;
 }
 

@@ -41,6 +41,8 @@ fn the_json_inventory_counts_each_client_route_and_field() {
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 8);
     assert_eq!(v["overflow"], 0);
+    // Offline, nothing bounds the rows.
+    assert_eq!(v["cap"], Value::Null);
     // Highest count first.
     let counts: Vec<u64> = rows.iter().map(|r| r["count"].as_u64().unwrap()).collect();
     assert_eq!(counts, [4, 4, 3, 2, 1, 1, 1, 1]);
@@ -176,6 +178,14 @@ fn the_advisor_proposes_the_values_most_clients_send_with_their_share() {
         text.contains("batch-job: 1 request(s) not covered; sends video.num_frames=16"),
         "{text}"
     );
+    // README's sample is this output, whole.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let sample = readme
+        .split("```\n")
+        .find(|block| block.starts_with("--mm-processor-kwargs"))
+        .expect("README's report --suggest sample");
+    assert_eq!(sample, text, "README's sample differs from the output");
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! `trusted`; that is checked here, so an invalid policy never starts.
 
 use std::num::NonZeroU32;
+use std::path::PathBuf;
 
 use http::HeaderName;
 use ipnet::IpNet;
@@ -161,11 +162,13 @@ pub(super) fn identity(mut s: Section<'_>, p: &mut Problems) -> Identity {
 }
 
 /// Reads `[clients.*]`; `certificates`: the TLS listener asks clients for a certificate.
+/// Key files are added to `watched`.
 pub(super) fn clients(
     s: Section<'_>,
     identity: &Identity,
     pools: &[PoolConfig],
     certificates: bool,
+    watched: &mut Vec<PathBuf>,
     p: &mut Problems,
 ) -> Vec<ClientConfig> {
     let mut out: Vec<ClientConfig> = Vec::new();
@@ -177,7 +180,7 @@ pub(super) fn clients(
             );
             continue;
         }
-        let client = client(name, c, identity, pools, certificates, p);
+        let client = client(name, c, identity, pools, certificates, watched, p);
         // A credential identifies one client: none may be shared.
         fn shares<T: PartialEq>(a: &[T], b: &[T]) -> bool {
             a.iter().any(|x| b.contains(x))
@@ -217,6 +220,7 @@ pub(super) fn clients(
 pub(super) fn key_digests(
     c: &mut Section<'_>,
     names: [&'static str; 3],
+    watched: &mut Vec<PathBuf>,
     p: &mut Problems,
 ) -> (Vec<KeyDigest>, Vec<String>) {
     let path = c.path().to_string();
@@ -236,6 +240,7 @@ pub(super) fn key_digests(
         }
     }
     if let Some(file) = c.str(file_key, p) {
+        watched.push(PathBuf::from(file));
         match std::fs::read_to_string(file) {
             Ok(k) if !k.trim().is_empty() => {
                 keys.push(digest(&k));
@@ -269,11 +274,12 @@ fn client(
     identity: &Identity,
     pools: &[PoolConfig],
     certificates: bool,
+    watched: &mut Vec<PathBuf>,
     p: &mut Problems,
 ) -> ClientConfig {
     let path = c.path().to_string();
     // A client's keys are only checked: the keys themselves are dropped here.
-    let (keys, _) = key_digests(&mut c, ["key_sha256", "key_file", "key_env"], p);
+    let (keys, _) = key_digests(&mut c, ["key_sha256", "key_file", "key_env"], watched, p);
     let header_ids = c.strings("header_ids", p).unwrap_or_default();
     if !header_ids.is_empty() && identity.client_header.is_none() {
         p.add(

@@ -37,7 +37,8 @@ pub struct Config {
     pub tls: Option<ServerTls>,
     /// Live reload (`[reload]`).
     pub reload: Reload,
-    /// Every certificate, key and CA file the policy names (watched for changes).
+    /// Every certificate, private key, CA and API key file the policy names (watched for
+    /// changes).
     pub watched: Vec<PathBuf>,
     /// Admin listener (`/metrics`, `/healthz`, `/readyz`).
     pub admin: SocketAddr,
@@ -258,6 +259,7 @@ impl Config {
             &identity,
             &pools,
             certificates,
+            &mut watched,
             &mut p,
         );
 
@@ -267,6 +269,7 @@ impl Config {
         let (api_keys, secrets) = clients::key_digests(
             &mut v,
             ["api_key_sha256", "api_key_file", "api_key_env"],
+            &mut watched,
             &mut p,
         );
         let discovery_key = secrets.first().and_then(|k| {
