@@ -129,12 +129,14 @@ impl Live {
 
     /// Polls the policy and certificate files until `stop`, reloading when one changes,
     /// while the policy in force says to (`reload.watch`: a reload may turn it on or off).
-    pub async fn watch_files(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+    /// `loaded`: the files' [`stamp`] when the policy in force was read, so a change made
+    /// while the gateway started is not missed.
+    pub async fn watch_files(self: Arc<Self>, loaded: Stamp, mut stop: watch::Receiver<bool>) {
         let Some(source) = self.source.clone() else {
             return;
         };
         let mut reloaded = self.generation();
-        let mut last = fingerprint(&source, &self.gateway().config().watched);
+        let mut last = loaded;
         loop {
             let every = self.gateway().config().reload.watch;
             let poll = async {
@@ -168,7 +170,13 @@ impl Live {
     }
 }
 
-type Stamp = Vec<Option<(SystemTime, u64)>>;
+/// The modification time and length of the policy file and of each file it names.
+pub type Stamp = Vec<Option<(SystemTime, u64)>>;
+
+/// The [`Stamp`] of `policy` and the files `config` (read from it) names.
+pub fn stamp(policy: &PathBuf, config: &crate::config::Config) -> Stamp {
+    fingerprint(policy, &config.watched)
+}
 
 fn fingerprint(policy: &PathBuf, files: &[PathBuf]) -> Stamp {
     std::iter::once(policy)

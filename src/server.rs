@@ -125,12 +125,14 @@ pub async fn start_file(
     clock: RateClock,
 ) -> Result<Running, StartError> {
     let config = Config::load(policy)?;
-    Ok(launch(config, Some(policy.to_path_buf()), drain, clock).await?)
+    let loaded = crate::reload::stamp(&policy.to_path_buf(), &config);
+    Ok(launch(config, Some((policy.to_path_buf(), loaded)), drain, clock).await?)
 }
 
+/// `source`: the policy file and its [`Stamp`](crate::reload::Stamp) when it was read.
 async fn launch(
     config: Config,
-    source: Option<PathBuf>,
+    source: Option<(PathBuf, crate::reload::Stamp)>,
     drain: Duration,
     clock: RateClock,
 ) -> std::io::Result<Running> {
@@ -155,10 +157,14 @@ async fn launch(
     let checks = gateway.pools().iter().map(|p| p.check());
     futures_util::future::join_all(checks).await;
     gateway.refresh_facts().await;
+    let (source, loaded) = source.unzip();
     let live = Live::new(gateway.clone(), source);
     let (stop, stopped) = watch::channel(false);
     health_checks(live.clone(), stopped.clone());
-    tokio::spawn(live.clone().watch_files(stopped.clone()));
+    tokio::spawn(
+        live.clone()
+            .watch_files(loaded.unwrap_or_default(), stopped.clone()),
+    );
     discovery(live.clone(), stopped.clone());
 
     let (admin_stop, admin_stopped) = watch::channel(false);

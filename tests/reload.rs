@@ -226,6 +226,86 @@ async fn the_file_watcher_reloads_a_rotated_client_key() {
     gw.stop().await;
 }
 
+/// An upstream that answers every request `200` with an empty body, but holds each answer
+/// until `release` is set; `asked` is notified when a request has come.
+async fn held_upstream(
+    release: tokio::sync::watch::Receiver<bool>,
+    asked: Arc<tokio::sync::Notify>,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let mut release = release.clone();
+            let asked = asked.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                asked.notify_one();
+                let _ = release.wait_for(|r| *r).await;
+                let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+                let _ = conn.write_all(answer).await;
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn a_file_changed_while_the_gateway_starts_is_reloaded() {
+    let (release, held) = tokio::sync::watch::channel(false);
+    let asked = Arc::new(tokio::sync::Notify::new());
+    let upstream = held_upstream(held, asked.clone()).await;
+    let dir = scratch("key-during-start");
+    let key_file = dir.join("app.key");
+    std::fs::write(&key_file, "sk-first\n").unwrap();
+    let path = dir.join("policy.toml");
+    let text = format!(
+        "[pools.default]\nmembers = [\"{upstream}\"]\n[reload]\ninterval_ms = 20\n[identity]\nunknown = \"reject\"\n[clients.app]\nkey_file = {:?}\n[vllm]\ndiscover_models = false\ndiscover_routes = false\n",
+        key_file.display().to_string()
+    );
+    write_policy(&path, &text);
+    // The start waits for the pool's first health check, which the upstream holds: the
+    // key file changes after the policy was read and before the gateway serves.
+    let starting = tokio::spawn(async move { start(&path, None).await });
+    asked.notified().await;
+    std::fs::write(&key_file, "sk-second-key\n").unwrap();
+    release.send(true).unwrap();
+    let gw = starting.await.unwrap();
+    let c = client();
+    let call = |key: &'static str| {
+        let auth = format!("Bearer {key}");
+        let c = &c;
+        let addr = gw.addr;
+        async move {
+            send(
+                c,
+                addr,
+                "GET",
+                "/v1/models",
+                &[("authorization", &auth)],
+                "",
+            )
+            .await
+            .status
+        }
+    };
+    eventually(
+        "the watcher to read the key changed during the start",
+        || async { call("sk-second-key").await == 200 },
+    )
+    .await;
+    assert_eq!(call("sk-first").await, 401);
+    gw.stop().await;
+}
+
 #[tokio::test]
 async fn a_reload_that_turns_watching_on_starts_the_file_watcher() {
     let fake = FakeVllm::start().await;
