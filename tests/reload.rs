@@ -181,6 +181,25 @@ async fn the_file_watcher_reloads_a_changed_policy() {
     gw.stop().await;
 }
 
+/// The status of `GET /v1/models` through the gateway with `key` as the bearer.
+async fn models_with_key(
+    c: &TestClient,
+    addr: std::net::SocketAddr,
+    key: &str,
+) -> http::StatusCode {
+    let auth = format!("Bearer {key}");
+    send(
+        c,
+        addr,
+        "GET",
+        "/v1/models",
+        &[("authorization", &auth)],
+        "",
+    )
+    .await
+    .status
+}
+
 #[tokio::test]
 async fn the_file_watcher_reloads_a_rotated_client_key() {
     let fake = FakeVllm::start().await;
@@ -196,23 +215,7 @@ async fn the_file_watcher_reloads_a_rotated_client_key() {
     write_policy(&path, &text);
     let gw = start(&path, None).await;
     let c = client();
-    let call = |key: &'static str| {
-        let auth = format!("Bearer {key}");
-        let c = &c;
-        let addr = gw.addr;
-        async move {
-            send(
-                c,
-                addr,
-                "GET",
-                "/v1/models",
-                &[("authorization", &auth)],
-                "",
-            )
-            .await
-            .status
-        }
-    };
+    let call = |key: &'static str| models_with_key(&c, gw.addr, key);
     assert_eq!(call("sk-first").await, 200);
     assert_eq!(call("sk-second-key").await, 401);
     // Only the key file changes: the watcher reloads, and the new key is the client's.
@@ -280,23 +283,7 @@ async fn a_file_changed_while_the_gateway_starts_is_reloaded() {
     release.send(true).unwrap();
     let gw = starting.await.unwrap();
     let c = client();
-    let call = |key: &'static str| {
-        let auth = format!("Bearer {key}");
-        let c = &c;
-        let addr = gw.addr;
-        async move {
-            send(
-                c,
-                addr,
-                "GET",
-                "/v1/models",
-                &[("authorization", &auth)],
-                "",
-            )
-            .await
-            .status
-        }
-    };
+    let call = |key: &'static str| models_with_key(&c, gw.addr, key);
     eventually(
         "the watcher to read the key changed during the start",
         || async { call("sk-second-key").await == 200 },
