@@ -205,8 +205,8 @@ impl Identifier {
             .any(|n| n.contains(&ip))
     }
 
-    /// The configured key header when the request has it, not blank (its `Authorization` is then left
-    /// to vLLM's own `--api-key`), else `Authorization: Bearer KEY` (scheme
+    /// The configured key header when the request has it, not blank (its `Authorization` is
+    /// then left to vLLM's own `--api-key`), else `Authorization: Bearer KEY` (scheme
     /// case-insensitive); either one repeated is ambiguous (an appending proxy must not let
     /// the client's win).
     fn presented_key<'h>(&self, headers: &'h HeaderMap) -> Result<Option<&'h str>, Repeated> {
