@@ -125,8 +125,9 @@ pub async fn start_file(
     clock: RateClock,
 ) -> Result<Running, StartError> {
     let config = Config::load(policy)?;
-    let loaded = crate::reload::stamp(&policy.to_path_buf(), &config);
-    Ok(launch(config, Some((policy.to_path_buf(), loaded)), drain, clock).await?)
+    let policy = policy.to_path_buf();
+    let loaded = crate::reload::stamp(&policy, &config);
+    Ok(launch(config, Some((policy, loaded)), drain, clock).await?)
 }
 
 /// `source`: the policy file and its [`Stamp`](crate::reload::Stamp) when it was read.

@@ -200,19 +200,30 @@ async fn models_with_key(
     .status
 }
 
-#[tokio::test]
-async fn the_file_watcher_reloads_a_rotated_client_key() {
-    let fake = FakeVllm::start().await;
-    let dir = scratch("key-file");
+/// A watched policy (`upstream`, then a client `app` whose key is in a file holding
+/// `sk-first`) in a scratch directory `name`: the directory (removed when dropped), the
+/// policy's path and the key file's.
+fn key_file_policy(
+    name: &str,
+    upstream: &str,
+) -> (Scratch, std::path::PathBuf, std::path::PathBuf) {
+    let dir = scratch(name);
     let key_file = dir.join("app.key");
     std::fs::write(&key_file, "sk-first\n").unwrap();
     let path = dir.join("policy.toml");
     let text = format!(
-        "[upstream]\nurl = \"{}\"\n[reload]\ninterval_ms = 20\n[identity]\nunknown = \"reject\"\n[clients.app]\nkey_file = {:?}\n",
-        fake.url(),
+        "{upstream}[reload]\ninterval_ms = 20\n[identity]\nunknown = \"reject\"\n[clients.app]\nkey_file = {:?}\n",
         key_file.display().to_string()
     );
     write_policy(&path, &text);
+    (dir, path, key_file)
+}
+
+#[tokio::test]
+async fn the_file_watcher_reloads_a_rotated_client_key() {
+    let fake = FakeVllm::start().await;
+    let upstream = format!("[upstream]\nurl = \"{}\"\n", fake.url());
+    let (_dir, path, key_file) = key_file_policy("key-file", &upstream);
     let gw = start(&path, None).await;
     let c = client();
     let call = |key: &'static str| models_with_key(&c, gw.addr, key);
@@ -266,15 +277,10 @@ async fn a_file_changed_while_the_gateway_starts_is_reloaded() {
     let (release, held) = tokio::sync::watch::channel(false);
     let asked = Arc::new(tokio::sync::Notify::new());
     let upstream = held_upstream(held, asked.clone()).await;
-    let dir = scratch("key-during-start");
-    let key_file = dir.join("app.key");
-    std::fs::write(&key_file, "sk-first\n").unwrap();
-    let path = dir.join("policy.toml");
-    let text = format!(
-        "[pools.default]\nmembers = [\"{upstream}\"]\n[reload]\ninterval_ms = 20\n[identity]\nunknown = \"reject\"\n[clients.app]\nkey_file = {:?}\n[vllm]\ndiscover_models = false\ndiscover_routes = false\n",
-        key_file.display().to_string()
+    let pool = format!(
+        "[pools.default]\nmembers = [\"{upstream}\"]\n[vllm]\ndiscover_models = false\ndiscover_routes = false\n"
     );
-    write_policy(&path, &text);
+    let (_dir, path, key_file) = key_file_policy("key-during-start", &pool);
     // The start waits for the pool's first health check, which the upstream holds: the
     // key file changes after the policy was read and before the gateway serves.
     let starting = tokio::spawn(async move { start(&path, None).await });
