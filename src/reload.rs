@@ -16,12 +16,11 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 use tokio::sync::{watch, Mutex};
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Watched};
 use crate::gateway::Gateway;
 
 /// Why a reload was refused (the old policy keeps serving).
@@ -86,18 +85,23 @@ impl Live {
 
     /// Re-reads the policy file and swaps it in, or keeps the old one and says why.
     pub async fn reload(&self) -> Result<(), ReloadError> {
-        let result = match &self.source {
-            None => Err(ReloadError::NoSource),
-            Some(path) => match Config::load(path) {
-                Ok(config) => self.apply(config).await,
-                Err(e) => Err(e.into()),
+        self.attempt().await.1
+    }
+
+    /// [`Live::reload`], and the files it read (stamped before each read), valid or not.
+    async fn attempt(&self) -> (Option<Watched>, Result<(), ReloadError>) {
+        let (read, result) = match &self.source {
+            None => (None, Err(ReloadError::NoSource)),
+            Some(path) => match Config::attempt(path) {
+                (read, Ok(config)) => (Some(read), self.apply(config).await),
+                (read, Err(e)) => (Some(read), Err(e.into())),
             },
         };
         if let Err(e) = &result {
             self.count(false);
             tracing::error!(error = %e, "policy reload refused; the old policy keeps serving");
         }
-        result
+        (read, result)
     }
 
     /// Swaps in an already validated configuration (unless it changes the listeners).
@@ -129,14 +133,17 @@ impl Live {
 
     /// Polls the policy and certificate files until `stop`, reloading when one changes,
     /// while the policy in force says to (`reload.watch`: a reload may turn it on or off).
-    /// `loaded`: the files' [`stamp`] when the policy in force was read, so a change made
-    /// while the gateway started is not missed.
-    pub async fn watch_files(self: Arc<Self>, loaded: Stamp, mut stop: watch::Receiver<bool>) {
-        let Some(source) = self.source.clone() else {
+    ///
+    /// A change is judged against the stamps taken as the files were last read (at start,
+    /// or by the last reload, refused ones included), never against a later look: a file
+    /// written during a reload is reloaded next, and a file that only a refused policy
+    /// names is watched until the policy is fixed.
+    pub async fn watch_files(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        if self.source.is_none() {
             return;
-        };
+        }
         let mut reloaded = self.generation();
-        let mut last = loaded;
+        let mut last = self.gateway().config().watched.clone();
         loop {
             let every = self.gateway().config().reload.watch;
             let poll = async {
@@ -148,44 +155,25 @@ impl Live {
             tokio::select! {
                 () = poll => {}
                 changed = reloaded.changed() => {
-                    // A reload (SIGHUP, or this loop's): what is in force now is the files
-                    // as they are, and its `reload` section says how to go on.
+                    // A reload (SIGHUP, or this loop's): the policy in force says what its
+                    // files were and how to go on.
                     if changed.is_err() {
                         return;
                     }
-                    last = fingerprint(&source, &self.gateway().config().watched);
+                    last = self.gateway().config().watched.clone();
                     continue;
                 }
                 _ = stop.wait_for(|s| *s) => return,
             }
-            let now = fingerprint(&source, &self.gateway().config().watched);
-            if now != last {
+            if last.changed() {
                 tracing::info!("policy or certificate file changed; reloading");
-                let _ = self.reload().await;
-                // What the files are now, whether or not the reload took: a failed one is
-                // not retried until a file changes again.
-                last = fingerprint(&source, &self.gateway().config().watched);
+                // A refused reload is not retried until one of the files it read changes.
+                if let (Some(read), _) = self.attempt().await {
+                    last = read;
+                }
             }
         }
     }
-}
-
-/// The modification time and length of the policy file and of each file it names.
-pub type Stamp = Vec<Option<(SystemTime, u64)>>;
-
-/// The [`Stamp`] of `policy` and the files `config` (read from it) names.
-pub fn stamp(policy: &PathBuf, config: &crate::config::Config) -> Stamp {
-    fingerprint(policy, &config.watched)
-}
-
-fn fingerprint(policy: &PathBuf, files: &[PathBuf]) -> Stamp {
-    std::iter::once(policy)
-        .chain(files)
-        .map(|f| {
-            let m = std::fs::metadata(f).ok()?;
-            Some((m.modified().ok()?, m.len()))
-        })
-        .collect()
 }
 
 fn restart_only(old: &Config, new: &Config) -> Result<(), ReloadError> {

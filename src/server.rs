@@ -125,15 +125,13 @@ pub async fn start_file(
     clock: RateClock,
 ) -> Result<Running, StartError> {
     let config = Config::load(policy)?;
-    let policy = policy.to_path_buf();
-    let loaded = crate::reload::stamp(&policy, &config);
-    Ok(launch(config, Some((policy, loaded)), drain, clock).await?)
+    Ok(launch(config, Some(policy.to_path_buf()), drain, clock).await?)
 }
 
-/// `source`: the policy file and its [`Stamp`](crate::reload::Stamp) when it was read.
+/// `source`: the policy file `config` was read from, re-read by reloads.
 async fn launch(
     config: Config,
-    source: Option<(PathBuf, crate::reload::Stamp)>,
+    source: Option<PathBuf>,
     drain: Duration,
     clock: RateClock,
 ) -> std::io::Result<Running> {
@@ -158,14 +156,10 @@ async fn launch(
     let checks = gateway.pools().iter().map(|p| p.check());
     futures_util::future::join_all(checks).await;
     gateway.refresh_facts().await;
-    let (source, loaded) = source.unzip();
     let live = Live::new(gateway.clone(), source);
     let (stop, stopped) = watch::channel(false);
     health_checks(live.clone(), stopped.clone());
-    tokio::spawn(
-        live.clone()
-            .watch_files(loaded.unwrap_or_default(), stopped.clone()),
-    );
+    tokio::spawn(live.clone().watch_files(stopped.clone()));
     discovery(live.clone(), stopped.clone());
 
     let (admin_stop, admin_stopped) = watch::channel(false);

@@ -240,9 +240,11 @@ async fn the_file_watcher_reloads_a_rotated_client_key() {
     gw.stop().await;
 }
 
-/// An upstream that answers every request `200` with an empty body, but holds each answer
-/// until `release` is set; `asked` is notified when a request has come.
+/// An upstream that answers every request `200` with an empty body, but holds the answer to
+/// a request whose head starts with `held` while `release` is unset; `asked` is notified
+/// when such a request is held.
 async fn held_upstream(
+    held: &'static str,
     release: tokio::sync::watch::Receiver<bool>,
     asked: Arc<tokio::sync::Notify>,
 ) -> String {
@@ -262,8 +264,10 @@ async fn held_upstream(
                         Ok(n) => head.extend_from_slice(&buf[..n]),
                     }
                 }
-                asked.notify_one();
-                let _ = release.wait_for(|r| *r).await;
+                if head.starts_with(held.as_bytes()) && !*release.borrow() {
+                    asked.notify_one();
+                    let _ = release.wait_for(|r| *r).await;
+                }
                 let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
                 let _ = conn.write_all(answer).await;
             });
@@ -276,7 +280,7 @@ async fn held_upstream(
 async fn a_file_changed_while_the_gateway_starts_is_reloaded() {
     let (release, held) = tokio::sync::watch::channel(false);
     let asked = Arc::new(tokio::sync::Notify::new());
-    let upstream = held_upstream(held, asked.clone()).await;
+    let upstream = held_upstream("GET /health ", held, asked.clone()).await;
     let pool = format!(
         "[pools.default]\nmembers = [\"{upstream}\"]\n[vllm]\ndiscover_models = false\ndiscover_routes = false\n"
     );
@@ -296,6 +300,67 @@ async fn a_file_changed_while_the_gateway_starts_is_reloaded() {
     )
     .await;
     assert_eq!(call("sk-first").await, 401);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_file_changed_during_a_reload_is_reloaded() {
+    let (release, held) = tokio::sync::watch::channel(true);
+    let asked = Arc::new(tokio::sync::Notify::new());
+    let upstream = held_upstream("GET /v1/models ", held, asked.clone()).await;
+    let pool = format!("[upstream]\nurl = \"{upstream}\"\n[vllm]\ndiscover_routes = false\n");
+    let (_dir, path, key_file) = key_file_policy("key-during-reload", &pool);
+    let gw = start(&path, None).await;
+    // The policy changes; the watcher's reload then asks the upstream for its models, which
+    // it holds: the key file changes after the reload read it and before the reload ends.
+    release.send(false).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    write_policy(&path, &format!("{text}# edited\n"));
+    asked.notified().await;
+    std::fs::write(&key_file, "sk-second-key\n").unwrap();
+    release.send(true).unwrap();
+    let c = client();
+    let call = |key: &'static str| models_with_key(&c, gw.addr, key);
+    eventually(
+        "the watcher to read the key changed during the reload",
+        || async { call("sk-second-key").await == 200 },
+    )
+    .await;
+    assert_eq!(call("sk-first").await, 401);
+    assert_eq!(reloads(&gw, "success").await, 2.0);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_file_only_a_refused_policy_names_is_watched_until_it_loads() {
+    let fake = FakeVllm::start().await;
+    let upstream = format!("[upstream]\nurl = \"{}\"\n", fake.url());
+    let (_dir, path, key_file) = key_file_policy("key-file-later", &upstream);
+    // Start without the client; then name it, with a key file that is not there yet.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let without = text.split("[identity]").next().unwrap().to_string();
+    write_policy(&path, &without);
+    std::fs::remove_file(&key_file).unwrap();
+    let gw = start(&path, None).await;
+    let c = client();
+    let call = |key: &'static str| models_with_key(&c, gw.addr, key);
+    assert_eq!(call("sk-first").await, 200);
+    write_policy(&path, &text);
+    eventually("the watcher to refuse the policy", || async {
+        reloads(&gw, "failure").await == 1.0
+    })
+    .await;
+    assert_eq!(call("sk-other").await, 200, "the old policy keeps serving");
+    // The missing file appears: the policy that names it loads.
+    std::fs::write(&key_file, "sk-first\n").unwrap();
+    eventually(
+        "the watcher to load the policy once its key file exists",
+        || async { call("sk-other").await == 401 },
+    )
+    .await;
+    assert_eq!(call("sk-first").await, 200);
+    assert_eq!(reloads(&gw, "success").await, 1.0);
+    assert_eq!(reloads(&gw, "failure").await, 1.0);
     gw.stop().await;
 }
 

@@ -6,7 +6,6 @@
 //! `trusted`; that is checked here, so an invalid policy never starts.
 
 use std::num::NonZeroU32;
-use std::path::PathBuf;
 
 use http::HeaderName;
 use ipnet::IpNet;
@@ -14,6 +13,7 @@ use sha2::{Digest, Sha256};
 
 use super::file::{Problems, Section};
 use super::pools::{PoolConfig, PoolId};
+use super::watched::Watched;
 use crate::decide::Mode;
 
 /// A SHA-256 digest of an API key.
@@ -168,7 +168,7 @@ pub(super) fn clients(
     identity: &Identity,
     pools: &[PoolConfig],
     certificates: bool,
-    watched: &mut Vec<PathBuf>,
+    watched: &mut Watched,
     p: &mut Problems,
 ) -> Vec<ClientConfig> {
     let mut out: Vec<ClientConfig> = Vec::new();
@@ -220,7 +220,7 @@ pub(super) fn clients(
 pub(super) fn key_digests(
     c: &mut Section<'_>,
     names: [&'static str; 3],
-    watched: &mut Vec<PathBuf>,
+    watched: &mut Watched,
     p: &mut Problems,
 ) -> (Vec<KeyDigest>, Vec<String>) {
     let path = c.path().to_string();
@@ -240,7 +240,7 @@ pub(super) fn key_digests(
         }
     }
     if let Some(file) = c.str(file_key, p) {
-        watched.push(PathBuf::from(file));
+        watched.add(file);
         match std::fs::read_to_string(file) {
             Ok(k) if !k.trim().is_empty() => {
                 keys.push(digest(&k));
@@ -274,7 +274,7 @@ fn client(
     identity: &Identity,
     pools: &[PoolConfig],
     certificates: bool,
-    watched: &mut Vec<PathBuf>,
+    watched: &mut Watched,
     p: &mut Problems,
 ) -> ClientConfig {
     let path = c.path().to_string();

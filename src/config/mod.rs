@@ -7,9 +7,10 @@ mod clients;
 mod file;
 mod pools;
 mod tls;
+mod watched;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ pub use clients::{digest, ClientConfig, Identity, KeyDigest, Rate, Unknown};
 use file::{Problems, Section};
 pub use pools::{Balance, HealthCheck, KeyRule, PoolConfig, PoolId, Scalar, ValueRules};
 pub use tls::{ClientAuth, ServerTls};
+pub use watched::Watched;
 
 /// The validated runtime configuration.
 #[derive(Debug, Clone)]
@@ -37,9 +39,9 @@ pub struct Config {
     pub tls: Option<ServerTls>,
     /// Live reload (`[reload]`).
     pub reload: Reload,
-    /// Every certificate, private key, CA and API key file the policy names (watched for
-    /// changes).
-    pub watched: Vec<PathBuf>,
+    /// The policy file (when loaded from one) and every certificate, private key, CA and API
+    /// key file it names, each stamped just before it was read (watched for changes).
+    pub watched: Watched,
     /// Admin listener (`/metrics`, `/healthz`, `/readyz`).
     pub admin: SocketAddr,
     /// The upstream pools; `pools[0]` is `default` (from `[upstream]` or `[pools.default]`).
@@ -175,28 +177,40 @@ pub enum ConfigError {
 impl Config {
     /// Loads and validates a policy file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::parse(&text)
+        Self::attempt(path).1
+    }
+
+    /// Loads and validates a policy file: the files read (the policy first), valid or not,
+    /// each stamped just before it was read, and the configuration or why it was refused.
+    pub fn attempt(path: &Path) -> (Watched, Result<Config, ConfigError>) {
+        let mut watched = Watched::default();
+        watched.add(path);
+        let config = match std::fs::read_to_string(path) {
+            Ok(text) => Self::read(&text, &mut watched).and_then(|r| r.config),
+            Err(source) => Err(ConfigError::Read {
+                path: path.display().to_string(),
+                source,
+            }),
+        };
+        (watched, config)
     }
 
     /// Parses and validates policy text.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        Self::read(text)?.config
+        Self::read(text, &mut Watched::default())?.config
     }
 
     /// Every key path the policy reader asks for when it reads `text`, valid or not, with the
     /// names of free-form entries as `*` (`pools.*.members`): the policy schema, which the
     /// documentation is checked against.
     pub fn keys_read(text: &str) -> Result<std::collections::BTreeSet<String>, ConfigError> {
-        Ok(Self::read(text)?.keys)
+        Ok(Self::read(text, &mut Watched::default())?.keys)
     }
 
     /// Reads policy text: the validated configuration (or every problem), and the keys asked
-    /// for. Only text that is not TOML at all fails outright.
-    fn read(text: &str) -> Result<Read, ConfigError> {
+    /// for; each file read is added to `watched`. Only text that is not TOML at all fails
+    /// outright.
+    fn read(text: &str, watched: &mut Watched) -> Result<Read, ConfigError> {
         let table: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| ConfigError::Toml(e.to_string()))?;
@@ -214,10 +228,9 @@ impl Config {
             n => n as usize,
         };
         listen.finish(&mut p);
-        let mut watched = Vec::new();
         let tls_section = root.section("tls", &mut p);
         let tls_present = tls_section.present();
-        let tls = tls::server(tls_section, &mut watched, &mut p);
+        let tls = tls::server(tls_section, watched, &mut p);
         if plain.is_some() && !tls_present {
             p.add(
                 "listen.plain_addr",
@@ -248,7 +261,7 @@ impl Config {
             send_timeout: ms(&mut lim, "send_timeout_ms", 120_000, &mut p),
         };
         lim.finish(&mut p);
-        let pools = pools::pools(&mut root, limits.max_body_bytes, &mut watched, &mut p);
+        let pools = pools::pools(&mut root, limits.max_body_bytes, watched, &mut p);
         let identity = clients::identity(root.section("identity", &mut p), &mut p);
         // A [tls] that failed to load has its own problems: no second one for its clients.
         let certificates = tls
@@ -259,7 +272,7 @@ impl Config {
             &identity,
             &pools,
             certificates,
-            &mut watched,
+            watched,
             &mut p,
         );
 
@@ -269,7 +282,7 @@ impl Config {
         let (api_keys, secrets) = clients::key_digests(
             &mut v,
             ["api_key_sha256", "api_key_file", "api_key_env"],
-            &mut watched,
+            watched,
             &mut p,
         );
         let discovery_key = secrets.first().and_then(|k| {
@@ -319,7 +332,7 @@ impl Config {
                 workers,
                 tls,
                 reload,
-                watched,
+                watched: watched.clone(),
                 pools,
                 identity,
                 clients,

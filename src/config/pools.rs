@@ -2,10 +2,10 @@
 //! [`PoolConfig`]s, including the value limits a trusted pool puts on the kwargs.
 
 use std::num::NonZeroU32;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use super::file::{Problems, Section};
+use super::watched::Watched;
 use super::{ms, upstream_url, Upstream};
 
 /// Index of a pool in [`super::Config::pools`]; `0` is always `default`.
@@ -119,7 +119,7 @@ pub struct PoolConfig {
 pub(super) fn pools(
     root: &mut Section<'_>,
     body_limit: usize,
-    watched: &mut Vec<PathBuf>,
+    watched: &mut Watched,
     p: &mut Problems,
 ) -> Vec<PoolConfig> {
     let mut up = root.section("upstream", p);
@@ -225,7 +225,7 @@ fn server(url: &http::Uri) -> (String, String, u16) {
 fn timeouts(
     s: &mut Section<'_>,
     url: Option<http::Uri>,
-    watched: &mut Vec<PathBuf>,
+    watched: &mut Watched,
     p: &mut Problems,
 ) -> Option<Upstream> {
     let connect_timeout = ms(s, "connect_timeout_ms", 2_000, p);
@@ -264,7 +264,7 @@ fn pool(
     name: String,
     mut s: Section<'_>,
     body_limit: usize,
-    watched: &mut Vec<PathBuf>,
+    watched: &mut Watched,
     p: &mut Problems,
 ) -> Option<PoolConfig> {
     let path = s.path().to_string();

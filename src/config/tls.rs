@@ -6,7 +6,6 @@
 //! offers ALPN `h2` and `http/1.1`; every file read is listed in [`super::Config::watched`]
 //! so a change to it triggers a reload.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
@@ -16,6 +15,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion};
 
 use super::file::{Problems, Section};
+use super::watched::Watched;
 
 /// Whether the TLS listener asks for a client certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,7 @@ fn provider() -> Arc<CryptoProvider> {
 /// Reads `[tls]`; `None` when the section is absent (plain HTTP).
 pub(super) fn server(
     mut s: Section<'_>,
-    watched: &mut Vec<PathBuf>,
+    watched: &mut Watched,
     p: &mut Problems,
 ) -> Option<ServerTls> {
     let cert = s.str("cert", p);
@@ -105,7 +105,7 @@ pub(super) fn server(
 fn verifier(
     auth: ClientAuth,
     ca: Option<&str>,
-    watched: &mut Vec<PathBuf>,
+    watched: &mut Watched,
     p: &mut Problems,
 ) -> Option<Arc<dyn rustls::server::danger::ClientCertVerifier>> {
     match (auth, ca) {
@@ -140,7 +140,7 @@ pub(super) fn upstream(
     ca: Option<&str>,
     cert: Option<&str>,
     key: Option<&str>,
-    watched: &mut Vec<PathBuf>,
+    watched: &mut Watched,
     p: &mut Problems,
 ) -> Option<Arc<ClientConfig>> {
     let roots = match ca {
@@ -199,10 +199,10 @@ fn required<'a>(v: Option<&'a str>, path: &str, what: &str, p: &mut Problems) ->
 fn certs(
     file: &str,
     path: &str,
-    watched: &mut Vec<PathBuf>,
+    watched: &mut Watched,
     p: &mut Problems,
 ) -> Option<Vec<CertificateDer<'static>>> {
-    watched.push(PathBuf::from(file));
+    watched.add(file);
     let certs: Result<Vec<_>, _> = match CertificateDer::pem_file_iter(file) {
         Ok(it) => it.collect(),
         Err(e) => Err(e),
@@ -223,21 +223,16 @@ fn certs(
 fn private_key(
     file: &str,
     path: &str,
-    watched: &mut Vec<PathBuf>,
+    watched: &mut Watched,
     p: &mut Problems,
 ) -> Option<PrivateKeyDer<'static>> {
-    watched.push(PathBuf::from(file));
+    watched.add(file);
     PrivateKeyDer::from_pem_file(file)
         .map_err(|e| p.add(path, format!("cannot read a private key from {file}: {e}")))
         .ok()
 }
 
-fn roots(
-    file: &str,
-    path: &str,
-    watched: &mut Vec<PathBuf>,
-    p: &mut Problems,
-) -> Option<RootCertStore> {
+fn roots(file: &str, path: &str, watched: &mut Watched, p: &mut Problems) -> Option<RootCertStore> {
     let mut roots = RootCertStore::empty();
     for c in certs(file, path, watched, p)? {
         if let Err(e) = roots.add(c) {
