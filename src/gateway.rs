@@ -378,10 +378,27 @@ impl Gateway {
                 limit: pool.max_body_bytes,
             });
         }
-        let nulled = matches!(decision.action, Action::Nullify(_));
-        match decision.action {
+        let checks_values = pool.values.active(pool.trusted);
+        let action = match (decision.action, &verdict) {
+            // A body mmgate cannot read (past its bounds, or one vLLM's parser refuses) has
+            // kwargs nobody could check: it never reaches a pool with value limits, whatever
+            // the mode, but is answered as `reject` answers it.
+            (Action::Forward, Verdict::Invalid(inv))
+                if checks_values && findings.is_none() && inv.unclassifiable() =>
+            {
+                Action::RejectUnclassifiable(inv.clone())
+            }
+            (action, _) => action,
+        };
+        let nulled = matches!(action, Action::Nullify(_));
+        match action {
             Action::Forward => {
-                if let (true, Some(f)) = (pool.values.active(pool.trusted), &findings) {
+                if checks_values {
+                    let Some(f) = &findings else {
+                        return Err(GateError::Unclassifiable(
+                            crate::contract::Invalid::ContentType,
+                        ));
+                    };
                     check_values(&pool.values, pool.name, f)?;
                 }
                 *req.body_mut() = Body::from(bytes);

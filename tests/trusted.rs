@@ -224,6 +224,61 @@ async fn value_bounds_and_allowlists_guard_the_trusted_pool() {
 }
 
 #[tokio::test]
+async fn a_body_mmgate_cannot_read_never_reaches_a_pool_with_value_limits() {
+    // Clients whose own pool is the trusted one, in each forwarding mode: a body mmgate does
+    // not read carries kwargs nobody checked, so it is refused as `reject` refuses it.
+    const PASS_KEY: &str = "sk-vision-pass";
+    const SHADOW_KEY: &str = "sk-vision-shadow";
+    let hash = |k: &str| hex::encode(digest(k));
+    let own = |name: &str, key: &str, mode: &str| {
+        format!(
+            "[clients.{name}]\nkey_sha256 = [\"{}\"]\ntrusted = true\nmode = \"{mode}\"\npool = \"trusted\"\n",
+            hash(key)
+        )
+    };
+    let extra = format!(
+        "pool = \"trusted\"\n{}{}",
+        own("vpass", PASS_KEY, "pass"),
+        own("vshadow", SHADOW_KEY, "shadow")
+    );
+    let s = setup(&policy("anonymous", "\"127.0.0.0/8\"", "", &extra)).await;
+    let c = client();
+    // Past mmgate's bound on top-level members (empty keys, which vLLM's parser folds into
+    // one), with a value over the pool's bound; and a body that is no JSON at all.
+    let filler = vec![r#""":0"#; mmgate::inspect::MAX_MEMBERS].join(",");
+    let too_many = body(&format!(
+        r#""mm_processor_kwargs":{{"max_pixels":99999999}},{filler}"#
+    ));
+    let not_json = r#"{"model":"tiny","mm_processor_kwargs":{"max_pixels":99999999},"#;
+    for key in [VISION_KEY, PASS_KEY, SHADOW_KEY] {
+        let auth = bearer(key);
+        let h = [
+            ("content-type", "application/json"),
+            ("authorization", auth.as_str()),
+        ];
+        let r = send(&c, s.gw.addr, "POST", CHAT, &h, too_many.clone()).await;
+        assert_eq!(r.status, 400, "{key}: {}", r.text());
+        assert!(r.text().contains("more than 10000 members"), "{}", r.text());
+        let r = send(&c, s.gw.addr, "POST", CHAT, &h, not_json.to_string()).await;
+        assert_eq!(r.status, 400, "{key}: {}", r.text());
+        assert!(
+            r.text().contains("json_invalid"),
+            "vLLM's answer: {}",
+            r.text()
+        );
+        // Read, within the bounds: it reaches the pool.
+        assert_eq!(
+            chat(&c, &s, &[("authorization", &auth)], KWARGS)
+                .await
+                .status,
+            200
+        );
+    }
+    assert_eq!(s.trusted.received().len(), 3);
+    assert!(s.default.received().is_empty());
+}
+
+#[tokio::test]
 async fn a_header_identified_client_keeps_its_identity_when_it_sends_vllms_api_key() {
     const VLLM_KEY: &str = "sk-vllm-own-key";
     let extra = format!(
