@@ -457,6 +457,8 @@ fn parse_head(bytes: &[u8]) -> Parsed {
 #[derive(Default)]
 struct FramingFields {
     length: Option<u64>,
+    /// A `Content-Length` line came, valid or not.
+    length_seen: bool,
     te: bool,
     chunked: bool,
     refused: bool,
@@ -469,6 +471,7 @@ impl FramingFields {
             // Only the last coding of the last header counts.
             self.chunked = ends_chunked(value);
         } else if name.eq_ignore_ascii_case(b"content-length") {
+            self.length_seen = true;
             match digits(value) {
                 Some(n) if self.length.is_none_or(|prev| prev == n) => self.length = Some(n),
                 _ => self.refused = true,
@@ -478,14 +481,18 @@ impl FramingFields {
 
     /// The body framing of the head, as hyper decides it.
     fn next(&self) -> Next {
-        if self.refused {
-            return Next::Refused;
+        // Both fields, whatever the length says: hyper reads the body as chunked even when
+        // a length it would refuse alone (`abc`, `5, 5`, a second one) comes after
+        // `Transfer-Encoding`, since it skips those lines. A head it refuses instead never
+        // reaches the gateway, so marking it too costs nothing.
+        if self.te && self.length_seen {
+            return Next::Ambiguous;
         }
-        match (self.te, self.length) {
-            (true, Some(_)) => Next::Ambiguous,
-            (true, None) if self.chunked => Next::Chunked,
-            (true, None) => Next::Refused,
-            (false, n) => Next::Body(n.unwrap_or(0)),
+        match (self.refused, self.te) {
+            (true, _) => Next::Refused,
+            (false, true) if self.chunked => Next::Chunked,
+            (false, true) => Next::Refused,
+            (false, false) => Next::Body(self.length.unwrap_or(0)),
         }
     }
 }
@@ -659,8 +666,12 @@ mod tests {
             &b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n"[..],
             b"POST /x HTTP/1.1\r\ncontent-length: 4\r\ntransfer-encoding: gzip, chunked\r\n\r\n",
             b"POST /x HTTP/1.1\nContent-Length: 0\nTransfer-Encoding: identity\n\n",
+            // Lengths hyper would refuse alone, but skips after `Transfer-Encoding`.
+            b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5, 5\r\n\r\n",
+            b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: abc\r\n\r\n",
+            b"POST /x HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
         ] {
-            assert_eq!(watch(head, head.len()), (1, Some(0)));
+            assert_eq!(watch(head, head.len()), (1, Some(0)), "{}", head.escape_ascii());
         }
     }
 

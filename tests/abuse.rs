@@ -362,6 +362,10 @@ async fn content_length_with_transfer_encoding_is_refused_and_nothing_behind_it_
         for order in [
             "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n",
             "transfer-encoding: chunked\r\ncontent-length: 4\r\n",
+            // Lengths hyper would skip after `Transfer-Encoding`.
+            "Transfer-Encoding: chunked\r\nContent-Length: 4, 4\r\n",
+            "Transfer-Encoding: chunked\r\nContent-Length: abc\r\n",
+            "Content-Length: 3\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n",
         ] {
             let (fake, gw) = start().await;
             let mut c = Conn::open(gw.addr).await;

@@ -263,6 +263,40 @@ async fn over_tls_zero_padded_chunk_sizes_leave_the_framing_watch_and_timeout_on
 }
 
 #[tokio::test]
+async fn over_tls_both_framing_fields_are_refused_whatever_the_length_says() {
+    // hyper skips a `Content-Length` after `Transfer-Encoding` (and reads the body as
+    // chunked), so a length it would refuse alone must not hide the ambiguity from the watch.
+    let dir = scratch("both-fields");
+    let pki = Pki::new(&dir, "gw");
+    let server = pki.server("server");
+    let fake = FakeVllm::start().await;
+    let gw = gateway(&tls_section(&pki, &server, "none"), &fake).await;
+    let fields = [
+        "Transfer-Encoding: chunked\r\nContent-Length: 5, 5\r\n",
+        "Transfer-Encoding: chunked\r\nContent-Length: abc\r\n",
+        "Content-Length: 4\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+        "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n",
+    ];
+    for f in fields {
+        let mut c = raw_tls(&pki, gw.addr, b"http/1.1").await;
+        let head = format!(
+            "POST /v1/audio/transcriptions HTTP/1.1\r\nHost: gw\r\n{f}\r\n3\r\nabc\r\n0\r\n\r\n"
+        );
+        c.write(head.as_bytes()).await;
+        assert_eq!(c.response().await.unwrap().status, 400, "{f:?}");
+    }
+    assert!(fake.received().is_empty(), "nothing reaches the upstream");
+    let name = r#"mmgate_refusals_total{pool="none",reason="framing"}"#;
+    let refused = metric(&client(), gw.admin, name).await;
+    assert_eq!(
+        refused,
+        Some(fields.len() as f64),
+        "each counted as a framing refusal"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
 async fn over_tls_a_client_that_takes_none_of_its_answer_is_let_go() {
     let dir = scratch("stalled");
     let pki = Pki::new(&dir, "gw");
