@@ -333,7 +333,8 @@ impl Link {
                     self.buf.advance(len);
                     return Ok(Some(true));
                 }
-                // Other informational heads are skipped; `101` ends the exchange as a final one.
+                Some(101) => return Err(unasked_switch()),
+                // Other informational heads are skipped.
                 Some(code) if (102..200).contains(&code) => self.buf.advance(len),
                 _ => return Ok(Some(false)),
             }
@@ -385,7 +386,10 @@ impl Link {
             let code = parsed.code.unwrap_or(0);
             let status = StatusCode::from_u16(code)
                 .map_err(|_| protocol(format!("invalid status code {code}")))?;
-            if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
+            if status == StatusCode::SWITCHING_PROTOCOLS {
+                return Err(unasked_switch());
+            }
+            if status.is_informational() {
                 self.buf.advance(len);
                 continue;
             }
@@ -414,6 +418,13 @@ impl Link {
             return Ok(Some((Head { status, fields }, framing)));
         }
     }
+}
+
+/// A `101 Switching Protocols`: mmgate drops `Upgrade` from requests (hop-by-hop), so a
+/// switch was never asked for (RFC 9110 §15.2.2). Passed on as a final answer, it would
+/// leave the client's next response on the connection taken for this one.
+fn unasked_switch() -> Failure {
+    Failure::Protocol("101 Switching Protocols, which mmgate never asks for".into())
 }
 
 /// How a response body is delimited, and whether the connection outlives it.
@@ -449,23 +460,23 @@ impl Framing {
         let close = values("connection")
             .flat_map(|v| v.split(|b| *b == b','))
             .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
-        // After a 101 the connection speaks another protocol: never reused. (mmgate drops
-        // `Upgrade` from requests as hop-by-hop, so an upstream has no reason to send one.)
-        // Nor after a 5xx: vLLM's server (uvicorn) closes the connection after the 500 of an
-        // unhandled exception without `Connection: close`, and the next request sent on it
-        // would fail with a 502.
-        let keep_alive = !close
-            && !http10
-            && status != StatusCode::SWITCHING_PROTOCOLS
-            && !status.is_server_error();
+        // Not reused after a 5xx: vLLM's server (uvicorn) closes the connection after the
+        // 500 of an unhandled exception without `Connection: close`, and the next request
+        // sent on it would fail with a 502. (A 101 never gets here: see `unasked_switch`.)
+        let keep_alive = !close && !http10 && !status.is_server_error();
         let bodiless = method == Method::HEAD
             || status.is_informational()
             || status == StatusCode::NO_CONTENT
             || status == StatusCode::NOT_MODIFIED;
         if bodiless {
+            // A 204 has no content (RFC 9110 §15.3.5); one that declares some may send it
+            // late, where it would be read as the next request's answer: not reused.
+            let declares = status == StatusCode::NO_CONTENT
+                && (values("transfer-encoding").next().is_some()
+                    || values("content-length").any(|v| v.trim_ascii() != b"0"));
             return Ok(Framing {
                 kind: Kind::Done,
-                keep_alive,
+                keep_alive: keep_alive && !declares,
             });
         }
         if let Some(last) = values("transfer-encoding").next_back() {

@@ -104,7 +104,17 @@ fn response_framing_follows_rfc_9112() {
             "length 5 false",
         ),
         (Method::POST, 200, cl, true, "length 5 false"),
-        (Method::GET, 101, &[], false, "none false"),
+        (
+            Method::POST,
+            204,
+            &[("content-length", "0")],
+            false,
+            "none true",
+        ),
+        // A 204 that declares content may send it late: not reused.
+        (Method::POST, 204, cl, false, "none false"),
+        (Method::POST, 204, te, false, "none false"),
+        (Method::POST, 500, cl, false, "length 5 false"),
     ];
     for (method, status, fields, http10, want) in cases {
         let got = kind(framing(method.clone(), *status, fields, *http10));
@@ -336,6 +346,18 @@ async fn an_answer_that_is_not_http_is_a_protocol_failure() {
         conn.send_request(post(Body::from("{}")), &[], false, far())
             .await,
         Err(Failure::Reset(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_switch_of_protocols_never_asked_for_is_a_protocol_failure() {
+    let answer: &[u8] =
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: foo\r\nConnection: upgrade\r\n\r\nRAW";
+    let (conn, _seen) = upstream(vec![answer], true).await;
+    assert!(matches!(
+        conn.send_request(post(Body::from("{}")), &[], false, far())
+            .await,
+        Err(Failure::Protocol(_))
     ));
 }
 
