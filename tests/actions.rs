@@ -153,32 +153,32 @@ async fn a_request_without_a_valid_host_is_forwarded_with_the_address_the_client
 async fn offending_log_ids(fake: &FakeVllm, policy: &str, sends: &[(&str, &str)]) -> Vec<String> {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
-    let (listen, admin) = (free_addr(), free_addr());
+    use support::serving::{Serving, ANY};
     let dir = std::env::temp_dir().join(format!("mmgate-actions-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("pass-log.toml");
     let text = format!(
-        "[listen]\naddr = \"{listen}\"\nadmin = \"{admin}\"\n[upstream]\nurl = \"{}\"\n{policy}",
+        "[listen]\naddr = \"{ANY}\"\nadmin = \"{ANY}\"\n[upstream]\nurl = \"{}\"\n{policy}",
         fake.url()
     );
     std::fs::write(&file, text).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mmgate"))
-        .args([
-            "serve",
-            "--policy",
-            file.to_str().unwrap(),
-            "--drain-seconds",
-            "5",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut serving = Serving::started(
+        Command::new(env!("CARGO_BIN_EXE_mmgate"))
+            .args([
+                "serve",
+                "--policy",
+                file.to_str().unwrap(),
+                "--drain-seconds",
+                "5",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped()),
+    )
+    .await;
+    let listen = serving.listen;
+    let stdout = BufReader::new(serving.child().stdout.take().unwrap());
     let lines =
         std::thread::spawn(move || stdout.lines().map_while(Result::ok).collect::<Vec<_>>());
-    wait_for_healthz(&mut child, admin).await;
     let c = client();
     let body = chat(r#", "mm_processor_kwargs": {"num_crops": 4}"#);
     for (key, id) in sends {
@@ -191,18 +191,8 @@ async fn offending_log_ids(fake: &FakeVllm, policy: &str, sends: &[(&str, &str)]
         assert_eq!(r.status, 200, "{id}: {}", r.text());
     }
     drop(c);
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let exit = tokio::task::spawn_blocking(move || child.wait());
-    let exit = tokio::time::timeout(std::time::Duration::from_secs(10), exit)
-        .await
-        .expect("mmgate exits after SIGTERM")
-        .unwrap();
-    assert!(exit.unwrap().success());
+    let exit = serving.terminate(std::time::Duration::from_secs(10));
+    assert!(exit.success(), "{exit:?}");
     let _ = std::fs::remove_dir_all(dir);
     lines
         .join()

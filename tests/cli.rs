@@ -7,7 +7,7 @@ mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -297,33 +297,22 @@ fn inspect_usage_errors_exit_2() {
 }
 
 /// Kills the child if the test ends early.
-struct Running(Option<Child>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_forwards_logs_one_line_without_values_and_exits_0_on_sigterm() {
     let fake = FakeVllm::start().await;
-    let (listen, admin) = (support::free_addr(), support::free_addr());
+    use support::serving::{Serving, ANY};
     let dir = scratch("serve");
-    // The shipped shadow policy, pointed at free loopback ports and the fake.
+    // The shipped shadow policy, on loopback ports the binary picks, and the fake.
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/shadow.toml");
     let mut policy = std::fs::read_to_string(shipped).unwrap();
     for (from, to) in [
         (
             "addr = \"0.0.0.0:8080\"".to_string(),
-            format!("addr = \"{listen}\""),
+            format!("addr = \"{ANY}\""),
         ),
         (
             "admin = \"127.0.0.1:9464\"".to_string(),
-            format!("admin = \"{admin}\""),
+            format!("admin = \"{ANY}\""),
         ),
         (
             "url = \"http://127.0.0.1:8000\"".to_string(),
@@ -333,30 +322,31 @@ async fn serve_forwards_logs_one_line_without_values_and_exits_0_on_sigterm() {
         assert_eq!(policy.matches(&from).count(), 1, "shadow.toml has {from}");
         policy = policy.replace(&from, &to);
     }
+    let shipped_ports = policy.clone();
     let policy = write(&dir, "policy.toml", policy.as_bytes());
-    let child = Command::new(BIN)
-        .args([
-            "serve",
-            "--policy",
-            policy.to_str().unwrap(),
-            "--drain-seconds",
-            "5",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Running(Some(child));
-    let c = child.0.as_mut().unwrap();
-    let pid = c.id().to_string();
-    let stdout = BufReader::new(c.stdout.take().unwrap());
+    let mut serving = Serving::started(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--policy",
+                policy.to_str().unwrap(),
+                "--drain-seconds",
+                "5",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped()),
+    )
+    .await;
+    let (listen, admin) = (serving.listen, serving.admin);
+    let stdout = BufReader::new(serving.child().stdout.take().unwrap());
     let lines =
         std::thread::spawn(move || stdout.lines().map_while(Result::ok).collect::<Vec<_>>());
-    let stderr = c.stderr.take().unwrap();
-    let logs = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    // `health --policy` reads the admin address from a policy: the same one, with the port
+    // the binary took.
+    let found = format!("admin = \"{admin}\"");
+    let with_port = shipped_ports.replace(&format!("admin = \"{ANY}\""), &found);
+    let policy = write(&dir, "policy-found.toml", with_port.as_bytes());
 
-    support::wait_for_healthz(c, admin).await;
     // The container health check's command, by address and by policy.
     let admin_s = admin.to_string();
     let policy_s = policy.to_str().unwrap();
@@ -386,19 +376,8 @@ async fn serve_forwards_logs_one_line_without_values_and_exits_0_on_sigterm() {
     );
     drop(http);
 
-    let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(status.success());
-    let mut owned = child.0.take().unwrap();
-    let waited = tokio::task::spawn_blocking(move || {
-        let r = owned.wait();
-        (owned, r)
-    });
-    let (owned, exit) = tokio::time::timeout(Duration::from_secs(10), waited)
-        .await
-        .expect("mmgate exits within the drain deadline")
-        .unwrap();
-    child.0 = Some(owned);
-    assert!(exit.unwrap().success(), "exit 0 after SIGTERM");
+    let exit = serving.terminate(Duration::from_secs(10));
+    assert!(exit.success(), "exit 0 after SIGTERM: {exit:?}");
     let down = run(
         &["health", "--admin", &admin_s, "--timeout-seconds", "1"],
         None,
@@ -411,7 +390,7 @@ async fn serve_forwards_logs_one_line_without_values_and_exits_0_on_sigterm() {
     assert!(!down.stderr.is_empty(), "and says why");
 
     let lines = lines.join().unwrap();
-    let stderr = logs.join().unwrap();
+    let stderr = serving.stderr.iter().collect::<Vec<_>>().join("\n");
     let events: Vec<Value> = lines
         .iter()
         .filter_map(|l| serde_json::from_str(l).ok())

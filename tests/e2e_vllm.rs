@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use mmgate::contract::{judge, UpstreamFacts};
 use support::cases::{cases, Case};
+use support::serving::{address, ANY};
 use support::variants::variants;
 use support::*;
 
@@ -160,6 +161,19 @@ struct Gate {
     admin: SocketAddr,
 }
 
+impl Gate {
+    /// A gateway just spawned on the ports it picks ([`ANY`]): its addresses are read from
+    /// its log by [`wait_gateway`].
+    fn spawned(proc: Proc) -> Gate {
+        let unknown = SocketAddr::from(([0, 0, 0, 0], 0));
+        Gate {
+            proc,
+            addr: unknown,
+            admin: unknown,
+        }
+    }
+}
+
 fn start_gateway(dir: &Path, name: &str, mode: &str, upstream: SocketAddr) -> Gate {
     start_gateway_with(dir, name, mode, upstream, "")
 }
@@ -172,22 +186,17 @@ fn start_gateway_with(
     upstream: SocketAddr,
     extra: &str,
 ) -> Gate {
-    let (port, admin) = (free_port(), free_port());
     let policy = dir.join(format!("{name}.toml"));
     std::fs::write(
         &policy,
         format!(
-            "[listen]\naddr = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\"\n[upstream]\nurl = \"http://{upstream}\"\n[gate]\ndefault = \"{mode}\"\n{extra}"
+            "[listen]\naddr = \"{ANY}\"\nadmin = \"{ANY}\"\n[upstream]\nurl = \"http://{upstream}\"\n[gate]\ndefault = \"{mode}\"\n{extra}"
         ),
     )
     .unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mmgate"));
     cmd.args(["serve", "--policy"]).arg(&policy);
-    Gate {
-        proc: spawn(name, &mut cmd, dir),
-        addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        admin: SocketAddr::from(([127, 0, 0, 1], admin)),
-    }
+    Gate::spawned(spawn(name, &mut cmd, dir))
 }
 
 async fn wait_gateway(client: &TestClient, g: &mut Gate) {
@@ -198,6 +207,19 @@ async fn wait_gateway(client: &TestClient, g: &mut Gate) {
                 g.proc.name,
                 std::fs::read_to_string(&g.proc.log).unwrap_or_default()
             );
+        }
+        if g.admin.port() == 0 {
+            let log = std::fs::read_to_string(&g.proc.log).unwrap_or_default();
+            match log.lines().find(|l| l.contains("mmgate serving")) {
+                Some(line) => {
+                    g.addr = address(line, "listen");
+                    g.admin = address(line, "admin");
+                }
+                None => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            }
         }
         let req = http::Request::get(format!("http://{}/healthz", g.admin))
             .body(http_body_util::Full::new(Bytes::new()))
@@ -411,15 +433,14 @@ async fn equivalence(client: &TestClient, p: &Pair<'_>, failures: &mut Vec<Strin
 /// A gateway with two pools: the untrusted server as `default`, the trusted one as `trusted`,
 /// and one keyed client routed there; everyone else is rejected at the edge.
 fn start_trusted_gateway(dir: &Path, default: SocketAddr, trusted: SocketAddr) -> Gate {
-    let (port, admin) = (free_port(), free_port());
     let policy = dir.join("trusted-routing.toml");
     let digest = hex::encode(mmgate::config::digest(TRUSTED_KEY));
     std::fs::write(
         &policy,
         format!(
             r#"[listen]
-addr = "127.0.0.1:{port}"
-admin = "127.0.0.1:{admin}"
+addr = "{ANY}"
+admin = "{ANY}"
 [gate]
 default = "reject"
 [pools.default]
@@ -441,11 +462,7 @@ route_to = "trusted"
     .unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mmgate"));
     cmd.args(["serve", "--policy"]).arg(&policy);
-    Gate {
-        proc: spawn("trusted-routing", &mut cmd, dir),
-        addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        admin: SocketAddr::from(([127, 0, 0, 1], admin)),
-    }
+    Gate::spawned(spawn("trusted-routing", &mut cmd, dir))
 }
 
 const TRUSTED_KEY: &str = "sk-e2e-vision";

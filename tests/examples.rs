@@ -23,6 +23,9 @@ use mmgate::metrics::Metrics;
 use serde_json::Value;
 use yaml_rust2::{Yaml, YamlLoader};
 
+#[path = "support/serving.rs"]
+mod serving;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -595,13 +598,6 @@ fn python_with_openai() -> Option<PathBuf> {
     })
 }
 
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
@@ -613,15 +609,6 @@ fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     Some(out)
-}
-
-struct Kill(std::process::Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]
@@ -637,7 +624,6 @@ fn the_openai_snippet_sees_what_it_documents_in_every_mode() {
     };
     let (default, default_posts) = fake_upstream("default");
     let (trusted, trusted_posts) = fake_upstream("trusted");
-    let (data, admin) = (free_addr(), free_addr());
     // The compose policy, on loopback.
     let policy = read(&root().join("examples/compose/mmgate/policy.toml"))
         .replace("http://fake-vllm:8000", &format!("http://{default}"))
@@ -645,21 +631,19 @@ fn the_openai_snippet_sees_what_it_documents_in_every_mode() {
             "http://fake-vllm-trusted:8000",
             &format!("http://{trusted}"),
         )
-        .replace("0.0.0.0:8080", &data.to_string())
-        .replace("0.0.0.0:9464", &admin.to_string());
+        .replace("0.0.0.0:8080", serving::ANY)
+        .replace("0.0.0.0:9464", serving::ANY);
     let dir = std::env::temp_dir().join(format!("mmgate-examples-sdk-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let policy_file = dir.join("policy.toml");
     std::fs::write(&policy_file, policy).unwrap();
-    let _gateway = Kill(
+    let gateway = serving::Serving::start(
         Command::new(env!("CARGO_BIN_EXE_mmgate"))
             .args(["serve", "--policy"])
             .arg(&policy_file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+            .stdout(Stdio::null()),
     );
+    let (data, admin) = (gateway.listen, gateway.admin);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !http_get(admin, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200")) {
         assert!(Instant::now() < deadline, "mmgate did not become ready");

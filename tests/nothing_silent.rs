@@ -16,13 +16,14 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mmgate::gateway::STRIPPED_HEADER;
 use mmgate::inspect::{inspect, RENDER_MAX_DEPTH};
 use serde_json::Value;
 use support::cases::{cases, Case};
+use support::serving::{Serving, ANY};
 use support::*;
 
 const MODES: [&str; 4] = ["pass", "shadow", "strip", "reject"];
@@ -239,50 +240,33 @@ async fn in_route_mode_every_case_goes_to_one_pool_as_sent_or_is_refused_with_a_
     );
 }
 
-/// Kills the child if the test ends early.
-struct Child_(Option<Child>);
-
-impl Drop for Child_ {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// Runs the real binary in `mode` over the corpus (each case with its own `x-request-id`)
 /// and checks that every stripped response has its log line and every log line its response.
 async fn stripped_requests_each_log_one_line(mode: &str) {
     let cases = cases();
     let fake = FakeVllm::start().await;
-    let (listen, admin) = (support::free_addr(), support::free_addr());
     let dir = std::env::temp_dir().join(format!("mmgate-silent-{}-{mode}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("policy.toml");
     let text = format!(
-        "[listen]\naddr = \"{listen}\"\nadmin = \"{admin}\"\n[upstream]\nurl = \"{}\"\n{}",
+        "[listen]\naddr = \"{ANY}\"\nadmin = \"{ANY}\"\n[upstream]\nurl = \"{}\"\n{}",
         fake.url(),
         policy(mode)
     );
     std::fs::write(&file, text).unwrap();
-    let mut child = Child_(Some(
+    let mut serving = Serving::started(
         Command::new(env!("CARGO_BIN_EXE_mmgate"))
             .args(["serve", "--policy", file.to_str().unwrap()])
             .args(["--drain-seconds", "5"])
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    ));
-    let c = child.0.as_mut().unwrap();
-    let pid = c.id().to_string();
-    let stdout = BufReader::new(c.stdout.take().unwrap());
+            .stdout(Stdio::piped()),
+    )
+    .await;
+    let listen = serving.listen;
+    let stdout = BufReader::new(serving.child().stdout.take().unwrap());
     let lines =
         std::thread::spawn(move || stdout.lines().map_while(Result::ok).collect::<Vec<_>>());
 
-    support::wait_for_healthz(c, admin).await;
     let http = client();
 
     let mut stripped: Vec<(String, Vec<String>)> = Vec::new();
@@ -310,22 +294,8 @@ async fn stripped_requests_each_log_one_line(mode: &str) {
         }
     }
     drop(http);
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let mut owned = child.0.take().unwrap();
-    let waited = tokio::task::spawn_blocking(move || {
-        let r = owned.wait();
-        (owned, r)
-    });
-    let (owned, exit) = tokio::time::timeout(Duration::from_secs(10), waited)
-        .await
-        .expect("mmgate exits after SIGTERM")
-        .unwrap();
-    child.0 = Some(owned);
-    assert!(exit.unwrap().success());
+    let exit = serving.terminate(Duration::from_secs(10));
+    assert!(exit.success(), "{exit:?}");
 
     let logged: Vec<(String, Vec<String>)> = lines
         .join()

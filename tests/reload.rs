@@ -427,64 +427,28 @@ async fn a_rotated_server_certificate_is_served_after_reload() {
 
 #[tokio::test]
 async fn sighup_reloads_the_real_binary() {
+    use support::serving::{Serving, ANY};
     let fake = FakeVllm::start().await;
     let dir = scratch("sighup");
     let path = dir.join("policy.toml");
-    let text = |listen: std::net::SocketAddr, admin: std::net::SocketAddr, mode: &str| {
+    let text = |mode: &str| {
         format!(
-            "[listen]\naddr = \"{listen}\"\nadmin = \"{admin}\"\n{}",
+            "[listen]\naddr = \"{ANY}\"\nadmin = \"{ANY}\"\n{}",
             policy(&fake, mode, "")
         )
     };
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let c = client();
-    // The ports are picked free, then bound by the binary: another socket may take one in
-    // between, and the binary then exits. It is started again on other ports (at most
-    // three times); any other failure to come up fails the test.
-    let mut started = None;
-    for _ in 0..3 {
-        let (listen, admin) = (free_addr(), free_addr());
-        write_policy(&path, &text(listen, admin, "shadow"));
-        let child = Command::new(env!("CARGO_BIN_EXE_mmgate"))
+    write_policy(&path, &text("shadow"));
+    let mut serving = Serving::started(
+        Command::new(env!("CARGO_BIN_EXE_mmgate"))
             .args(["serve", "--policy", path.to_str().unwrap()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut child = Kill(child);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        let up = loop {
-            if child.0.try_wait().unwrap().is_some() {
-                break false;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the binary neither listened nor exited"
-            );
-            let req = http::Request::get(format!("http://{admin}/healthz"))
-                .body(http_body_util::Full::new(bytes::Bytes::new()))
-                .unwrap();
-            let answer = tokio::time::timeout(Duration::from_secs(1), c.request(req)).await;
-            if answer.is_ok_and(|r| r.is_ok()) {
-                break true;
-            }
-            tokio::task::yield_now().await;
-        };
-        if up {
-            started = Some((child, listen, admin));
-            break;
-        }
-    }
-    let (child, listen, admin) = started.expect("the binary exited at each of three starts");
+            .stdout(Stdio::null()),
+    )
+    .await;
+    let (listen, admin) = (serving.listen, serving.admin);
+    let c = client();
     assert_eq!(post_json(&c, listen, CHAT, KWARGS_BODY).await.status, 200);
-    write_policy(&path, &text(listen, admin, "reject"));
-    let pid = child.0.id().to_string();
+    write_policy(&path, &text("reject"));
+    let pid = serving.child().id().to_string();
     assert!(Command::new("kill")
         .args(["-HUP", &pid])
         .status()

@@ -245,45 +245,34 @@ fn the_log_values_switch_is_opt_in_and_bounded() {
     assert!(bad.contains("log.values: unknown key"), "{bad}");
 }
 
-/// A child process killed when the test ends, pass or fail.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The whole loop with the real binary: `serve` with `[log] kwargs_values = true` logs the
 /// values, and `report --suggest` reads them back into a proposal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn served_values_feed_the_advisor() {
     use std::io::{BufRead, BufReader};
     let fake = support::FakeVllm::start().await;
-    let (listen, admin) = (support::free_addr(), support::free_addr());
+    use support::serving::{Serving, ANY};
     let dir = std::env::temp_dir().join(format!("mmgate-report-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let policy = dir.join("policy.toml");
     std::fs::write(
         &policy,
         format!(
-            "[listen]\naddr = \"{listen}\"\nadmin = \"{admin}\"\n[upstream]\nurl = \"{}\"\n\
+            "[listen]\naddr = \"{ANY}\"\nadmin = \"{ANY}\"\n[upstream]\nurl = \"{}\"\n\
              [gate]\ndefault = \"shadow\"\n[log]\nkwargs_values = true\nmax_value_len = 8\n",
             fake.url()
         ),
     )
     .unwrap();
-    let mut child = Killed(
+    let mut serving = Serving::started(
         Command::new(BIN)
             .args(["serve", "--policy", policy.to_str().unwrap()])
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let stdout = BufReader::new(child.0.stdout.take().unwrap());
+            .stdout(Stdio::piped()),
+    )
+    .await;
+    let listen = serving.listen;
+    let stdout = BufReader::new(serving.child().stdout.take().unwrap());
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in stdout.lines().map_while(Result::ok) {
@@ -291,7 +280,6 @@ async fn served_values_feed_the_advisor() {
         }
     });
     let http = support::client();
-    support::wait_for_healthz(&mut child.0, admin).await;
     let body = |pixels: u32| {
         format!(
             r#"{{"model":"tiny","messages":[],"mm_processor_kwargs":{{"max_pixels":{pixels},"mode":"fast","note":"far too long a string","a":[1]}}}}"#
@@ -307,7 +295,7 @@ async fn served_values_feed_the_advisor() {
                 .expect("a log line")
         })
         .collect();
-    drop(child);
+    drop(serving);
     let first: Value = serde_json::from_str(&lines[0]).unwrap();
     assert_eq!(
         first["fields"][0]["values"],

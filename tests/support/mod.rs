@@ -17,6 +17,7 @@ use hyper_util::rt::TokioExecutor;
 use tokio::sync::Semaphore;
 
 pub mod cases;
+pub mod serving;
 pub mod trusted;
 pub mod variants;
 
@@ -396,29 +397,4 @@ pub async fn let_go(admin: SocketAddr) {
         in_flight(&c, admin).await == 0.0
     })
     .await;
-}
-
-/// A loopback address nothing listens on (bound, then released), for a child process's policy.
-pub fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-/// Polls a spawned `mmgate serve` until its admin `/healthz` answers (bounded; it must not exit).
-pub async fn wait_for_healthz(child: &mut std::process::Child, admin: SocketAddr) {
-    let http = client();
-    for _ in 0..500 {
-        assert!(child.try_wait().unwrap().is_none(), "mmgate exited early");
-        let probe = http.get(format!("http://{admin}/healthz").parse().unwrap());
-        if tokio::time::timeout(Duration::from_secs(1), probe)
-            .await
-            .is_ok_and(|r| r.is_ok_and(|r| r.status() == 200))
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await; // poll interval, not a sync
-    }
-    panic!("/healthz did not answer");
 }
