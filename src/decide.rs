@@ -2,7 +2,9 @@
 //!
 //! `pass` and `shadow` always forward the client's bytes: `shadow` after inspecting them,
 //! `pass` without reading them at all (the gateway streams them through and never gets here,
-//! unless the client's pool has value limits to check). `strip` and `reject` differ only on
+//! unless the client's pool has value limits to check). To a pool with value limits the
+//! gateway then checks the kwargs, and refuses a body it could not read (see
+//! [`Gateway`](crate::gateway::Gateway)). `strip` and `reject` differ only on
 //! a gate rejection: `reject` answers vLLM's own error at the edge, `strip` removes the
 //! offending fields. Whenever a request with truthy gated fields is forwarded under
 //! `strip`/`reject` (because vLLM would refuse it earlier for another reason), the fields are
@@ -24,7 +26,8 @@ pub enum Mode {
     /// Do nothing: stream the body through unread and uninspected, like an ungated route
     /// (only a declared `Content-Length` over the pool's limit is refused), not counted or
     /// logged as offending. To a pool with value limits (every trusted pool) the body is still
-    /// read, inspected and checked against them as before, then forwarded as sent.
+    /// read, inspected and checked against them as before, then forwarded as sent (or
+    /// refused, if it cannot be read).
     Pass,
     /// Forward untouched; log and count what vLLM 0.31 would reject.
     Shadow,

@@ -382,10 +382,8 @@ impl Gateway {
         let action = match (decision.action, &verdict) {
             // A body mmgate cannot read (past its bounds, or one vLLM's parser refuses) has
             // kwargs nobody could check: it never reaches a pool with value limits, whatever
-            // the mode, but is answered as `reject` answers it.
-            (Action::Forward, Verdict::Invalid(inv))
-                if checks_values && findings.is_none() && inv.unclassifiable() =>
-            {
+            // the mode or `on_unclassifiable`, but is answered as `reject` answers it.
+            (Action::Forward, Verdict::Invalid(inv)) if checks_values && findings.is_none() => {
                 Action::RejectUnclassifiable(inv.clone())
             }
             (action, _) => action,
