@@ -11,7 +11,8 @@
 //! - Listen addresses and turning TLS on or off need a restart; a reload that changes them
 //!   is refused as a whole.
 //! - Triggers: [`Live::reload`] (SIGHUP in the binary, tests call it directly) and a polling
-//!   watcher of the policy and certificate files (mtime + length, `reload.interval_ms`).
+//!   watcher of the policy and certificate files (`reload.interval_ms`; see
+//!   [`Watched`] for what counts as a change).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -195,7 +195,10 @@ fn start_gateway_with(
     )
     .unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mmgate"));
-    cmd.args(["serve", "--policy"]).arg(&policy);
+    // The serving line, which says where it listens, is an `info` one.
+    cmd.args(["serve", "--policy"])
+        .arg(&policy)
+        .env("MMGATE_LOG", "info");
     Gate::spawned(spawn(name, &mut cmd, dir))
 }
 
@@ -210,7 +213,9 @@ async fn wait_gateway(client: &TestClient, g: &mut Gate) {
         }
         if g.admin.port() == 0 {
             let log = std::fs::read_to_string(&g.proc.log).unwrap_or_default();
-            match log.lines().find(|l| l.contains("mmgate serving")) {
+            // A whole line only: the last one may be half written.
+            let mut whole = log.split_inclusive('\n').filter(|l| l.ends_with('\n'));
+            match whole.find(|l| l.contains("mmgate serving")) {
                 Some(line) => {
                     g.addr = address(line, "listen");
                     g.admin = address(line, "admin");
@@ -461,7 +466,10 @@ route_to = "trusted"
     )
     .unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mmgate"));
-    cmd.args(["serve", "--policy"]).arg(&policy);
+    // The serving line, which says where it listens, is an `info` one.
+    cmd.args(["serve", "--policy"])
+        .arg(&policy)
+        .env("MMGATE_LOG", "info");
     Gate::spawned(spawn("trusted-routing", &mut cmd, dir))
 }
 

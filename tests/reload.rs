@@ -230,7 +230,7 @@ async fn the_file_watcher_reloads_a_rotated_client_key() {
     assert_eq!(call("sk-first").await, 200);
     assert_eq!(call("sk-second-key").await, 401);
     // Only the key file changes: the watcher reloads, and the new key is the client's.
-    std::fs::write(&key_file, "sk-second-key\n").unwrap();
+    replace_file(&key_file, b"sk-second-key\n");
     eventually("the watcher to read the rotated key", || async {
         call("sk-second-key").await == 200
     })
@@ -289,7 +289,7 @@ async fn a_file_changed_while_the_gateway_starts_is_reloaded() {
     // key file changes after the policy was read and before the gateway serves.
     let starting = tokio::spawn(async move { start(&path, None).await });
     asked.notified().await;
-    std::fs::write(&key_file, "sk-second-key\n").unwrap();
+    replace_file(&key_file, b"sk-second-key\n");
     release.send(true).unwrap();
     let gw = starting.await.unwrap();
     let c = client();
@@ -317,7 +317,7 @@ async fn a_file_changed_during_a_reload_is_reloaded() {
     let text = std::fs::read_to_string(&path).unwrap();
     write_policy(&path, &format!("{text}# edited\n"));
     asked.notified().await;
-    std::fs::write(&key_file, "sk-second-key\n").unwrap();
+    replace_file(&key_file, b"sk-second-key\n");
     release.send(true).unwrap();
     let c = client();
     let call = |key: &'static str| models_with_key(&c, gw.addr, key);
@@ -352,7 +352,7 @@ async fn a_file_only_a_refused_policy_names_is_watched_until_it_loads() {
     .await;
     assert_eq!(call("sk-other").await, 200, "the old policy keeps serving");
     // The missing file appears: the policy that names it loads.
-    std::fs::write(&key_file, "sk-first\n").unwrap();
+    replace_file(&key_file, b"sk-first\n");
     eventually(
         "the watcher to load the policy once its key file exists",
         || async { call("sk-other").await == 401 },

@@ -1,14 +1,25 @@
 //! The files a policy was read from, each stamped just before it was read.
 //!
-//! Invariant: a file's stamp (modification time and length) is taken before its contents
-//! are read, so any write after the read shows as a change. A write between the stamp and
-//! the read shows too: at worst it costs one reload more, never one less.
+//! Invariant: a file's stamp is taken before its contents are read, so a change after the
+//! read shows: a write (modification time, length), a file renamed over it or re-created
+//! (inode), a change of mode or owner that makes it readable (change time). A change
+//! between the stamp and the read shows too: at worst it costs one reload more, never one
+//! less.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// A file's modification time and length; `None` when it cannot be read (missing).
-type Stamp = Option<(SystemTime, u64)>;
+/// What a file was at one moment; `None` when it could not be looked at (missing).
+type Stamp = Option<Seen>;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Seen {
+    modified: SystemTime,
+    len: u64,
+    inode: (u64, u64),
+    changed: (i64, i64),
+}
 
 /// The policy file (when loaded from one) and every certificate, private key, CA and API key
 /// file it names, in the order they were read, with their stamps from just before.
@@ -48,7 +59,12 @@ impl Watched {
 
 fn stamp(file: &Path) -> Stamp {
     let m = std::fs::metadata(file).ok()?;
-    Some((m.modified().ok()?, m.len()))
+    Some(Seen {
+        modified: m.modified().ok()?,
+        len: m.len(),
+        inode: (m.dev(), m.ino()),
+        changed: (m.ctime(), m.ctime_nsec()),
+    })
 }
 
 #[cfg(test)]
@@ -56,7 +72,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_write_a_creation_and_a_removal_each_show_as_a_change() {
+    fn a_write_a_creation_a_replacement_and_a_removal_each_show_as_a_change() {
         let dir = std::env::temp_dir().join(format!("mmgate-watched-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (kept, later) = (dir.join("kept"), dir.join("later"));
@@ -73,6 +89,15 @@ mod tests {
         w.add(&later);
         std::fs::write(&kept, "three").unwrap();
         assert!(w.changed(), "a file written after the stamp");
+        let mut w = Watched::default();
+        w.add(&kept);
+        // The same bytes, renamed over it: a new inode, whatever the clock's grain.
+        let mut w = Watched::default();
+        w.add(&kept);
+        let twin = dir.join("twin");
+        std::fs::write(&twin, "three").unwrap();
+        std::fs::rename(&twin, &kept).unwrap();
+        assert!(w.changed(), "a file renamed over it after the stamp");
         let mut w = Watched::default();
         w.add(&kept);
         std::fs::remove_file(&kept).unwrap();

@@ -274,7 +274,17 @@ pub fn write_policy(path: &Path, text: &str) {
     } else {
         format!("[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n{text}")
     };
-    std::fs::write(path, full).unwrap();
+    replace_file(path, full.as_bytes());
+}
+
+/// Writes `path` whole at once (a new file renamed over it), so that a watcher polling it
+/// never reads it half written.
+pub fn replace_file(path: &Path, contents: &[u8]) {
+    let mut name = path.file_name().unwrap().to_os_string();
+    name.push(".new");
+    let next = path.with_file_name(name);
+    std::fs::write(&next, contents).unwrap();
+    std::fs::rename(&next, path).unwrap();
 }
 
 /// A response whose body frames the test reads one at a time.
