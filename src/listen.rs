@@ -348,13 +348,21 @@ where
         async move {
             // hyper writes the header map: a forwarded response's fields join it.
             let res = gw.handle(req.map(Body::new), &conn).await.into_response();
-            Ok::<_, Infallible>(res.map(|inner| Answer {
-                // One stream's window can stay shut while the connection's writes go on.
-                inner: match http2 {
-                    true => stall::watch(inner, send_timeout),
-                    false => inner,
-                },
-                _exchange: exchange,
+            Ok::<_, Infallible>(res.map(|inner| {
+                let answer = Answer {
+                    inner,
+                    _exchange: Some(exchange),
+                };
+                match http2 {
+                    // One stream's window can stay shut while the connection's writes go
+                    // on: the body, and the exchange with it, are let go when the client
+                    // takes nothing (so the connection is timed as idle again).
+                    true => Answer {
+                        inner: stall::watch(Body::new(answer), send_timeout),
+                        _exchange: None,
+                    },
+                    false => answer,
+                }
             }))
         }
     });
@@ -367,7 +375,7 @@ where
 /// request head is timed only from then on.
 struct Answer {
     inner: Body,
-    _exchange: Exchange,
+    _exchange: Option<Exchange>,
 }
 
 impl http_body::Body for Answer {

@@ -563,6 +563,25 @@ async fn an_http2_stream_left_unread_is_let_go_while_its_connection_serves_other
 }
 
 #[tokio::test]
+async fn an_http2_one_frame_answer_left_unread_is_let_go_too() {
+    // A JSON answer is one frame: hyper takes it and holds it while the stream's window
+    // stays shut (here shut from the start), and never asks the body again.
+    let (_fake, gw) = long_streams("send_timeout_ms = 300").await;
+    let h2: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .http2_initial_stream_window_size(0)
+        .build_http();
+    let req = http::Request::post(format!("http://{}{CHAT}", gw.addr))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(CLEAN)))
+        .unwrap();
+    let unread = h2.request(req).await.unwrap();
+    assert_eq!(unread.status(), 200);
+    let_go(gw.admin).await;
+    drop(unread);
+}
+
+#[tokio::test]
 async fn an_idle_http2_connection_is_closed_by_the_header_timeout() {
     let (_fake, gw) = start().await;
     let mut c = Conn::open(gw.addr).await;

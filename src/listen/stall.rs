@@ -3,11 +3,15 @@
 //! Over HTTP/2 a client can keep one stream's flow-control window shut while it reads
 //! others: the connection's writes go on, so the socket's `limits.send_timeout_ms` never
 //! fires, and hyper stops asking that stream's body for frames. Here the body is shared
-//! with a small task, started when hyper first takes a frame that is not the body's last,
-//! that wakes `send_timeout` after hyper took a frame; if hyper has not asked for the next
-//! one since, the task drops the body, which lets go of the request's permits, gauges and
-//! upstream exchange. hyper resets the stream when it next asks. A body that waits for its
-//! upstream is asked and so never counted as stalled; a one-frame answer gets no task.
+//! with a small task, started when hyper first takes a frame, that wakes `send_timeout`
+//! after hyper took a frame; if hyper has not asked for the next one since, the task drops
+//! the body, which lets go of the request's permits, gauges and upstream exchange. hyper
+//! resets the stream when it next asks. A body that waits for its upstream is asked and so
+//! never counted as stalled.
+//!
+//! The body's last frame is never marked as its end: hyper holds a taken frame until the
+//! window opens, and asks again only for a stream it has not ended, so a one-frame answer
+//! (most JSON answers, every error) is watched too. It costs an empty final DATA frame.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -30,6 +34,7 @@ pub(super) fn watch(body: Body, timeout: Duration) -> Body {
             taken_at: None,
             stalled: false,
             watching: false,
+            taken: false,
         }),
         ended: Notify::new(),
     });
@@ -51,6 +56,8 @@ struct State {
     stalled: bool,
     /// The watching task has been started.
     watching: bool,
+    /// hyper has taken a frame.
+    taken: bool,
 }
 
 impl Shared {
@@ -113,11 +120,11 @@ impl http_body::Body for Watched {
         let polled = Pin::new(&mut *body).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(_))) => {
-                let more = !body.is_end_stream();
-                if more && !state.watching {
+                if !state.watching {
                     state.watching = true;
                     tokio::spawn(watchdog(self.shared.clone(), self.timeout));
                 }
+                state.taken = true;
                 state.taken_at = Some(Instant::now());
             }
             Poll::Ready(_) => state.body = None,
@@ -128,10 +135,11 @@ impl http_body::Body for Watched {
 
     fn is_end_stream(&self) -> bool {
         let state = self.shared.lock();
-        state
-            .body
-            .as_ref()
-            .map_or(!state.stalled, |b| b.is_end_stream())
+        match &state.body {
+            // Only a body empty from the start: after a frame, hyper must ask once more.
+            Some(body) => !state.taken && body.is_end_stream(),
+            None => !state.stalled,
+        }
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
@@ -171,6 +179,8 @@ mod tests {
     /// is dropped (as a request's permits are released).
     struct Source {
         frames: usize,
+        /// It says it has ended once its frames are taken (else it waits for ever).
+        ends: bool,
         ready: Arc<AtomicBool>,
         dropped: Arc<AtomicBool>,
     }
@@ -188,6 +198,10 @@ mod tests {
             self.frames -= 1;
             Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"data: x\n\n")))))
         }
+
+        fn is_end_stream(&self) -> bool {
+            self.ends && self.frames == 0
+        }
     }
 
     impl Drop for Source {
@@ -203,6 +217,7 @@ mod tests {
         );
         let body = Source {
             frames,
+            ends: false,
             ready: ready.clone(),
             dropped: dropped.clone(),
         };
@@ -230,6 +245,32 @@ mod tests {
         let next = body.frame().await.expect("an error, not the end");
         assert!(next.unwrap_err().to_string().contains("send_timeout_ms"));
         assert!(!body.is_end_stream());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_last_frame_left_unsent_for_the_timeout_lets_the_body_go() {
+        // A one-frame answer: hyper holds the frame while the window stays shut.
+        let dropped = Arc::new(AtomicBool::new(false));
+        let source = Source {
+            frames: 1,
+            ends: true,
+            ready: Arc::new(AtomicBool::new(true)),
+            dropped: dropped.clone(),
+        };
+        let mut body = watch(Body::new(source), TIMEOUT);
+        assert!(!body.is_end_stream(), "it has a frame");
+        assert!(body.frame().await.unwrap().is_ok());
+        assert!(!body.is_end_stream(), "hyper must ask once more");
+        tokio::time::advance(TIMEOUT).await;
+        settle().await;
+        assert!(dropped.load(Ordering::SeqCst), "let go at the timeout");
+        assert!(body.frame().await.unwrap().is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_empty_body_ends_with_its_head() {
+        let body = watch(Body::empty(), TIMEOUT);
+        assert!(body.is_end_stream());
     }
 
     #[tokio::test(start_paused = true)]
@@ -264,6 +305,7 @@ mod tests {
         let mut body = watch(inner, TIMEOUT);
         let data = body.frame().await.unwrap().unwrap().into_data().unwrap();
         assert_eq!(data, Bytes::from_static(b"done"));
+        assert!(!body.is_end_stream(), "asked once more");
         assert!(body.frame().await.is_none());
         assert!(body.is_end_stream());
     }
