@@ -118,6 +118,39 @@ fn may_be_http2(first: &[u8]) -> bool {
     H2_PREFACE.starts_with(first)
 }
 
+/// Whether a plain connection opens with HTTP/2's preface, by peeking until its bytes
+/// say: the whole preface, or a byte that leaves it (`None`: closed first). A request split
+/// after `P` must not reach hyper's HTTP/1, which takes heads mmgate's own server refuses.
+async fn opens_http2(stream: &tokio::net::TcpStream) -> std::io::Result<Option<bool>> {
+    let mut first = [0u8; H2_PREFACE.len()];
+    let mut seen = 0;
+    loop {
+        let n = stream.peek(&mut first).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if !may_be_http2(&first[..n]) || n == first.len() {
+            return Ok(Some(may_be_http2(&first[..n])));
+        }
+        if n == seen {
+            // Part of the preface, and nothing more since the last look: wait for the next
+            // segment. The readiness tokio keeps is cleared first (a peek leaves it set),
+            // then the socket is looked at once more without it, so that a segment that
+            // came in between is not missed.
+            let _ = stream.try_io(tokio::io::Interest::READABLE, || {
+                Err::<(), _>(std::io::ErrorKind::WouldBlock.into())
+            });
+            let mut again = [std::mem::MaybeUninit::uninit(); H2_PREFACE.len()];
+            match socket2::SockRef::from(stream).peek(&mut again) {
+                Ok(m) if m != n => continue,
+                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return Err(e),
+                _ => stream.readable().await?,
+            }
+        }
+        seen = n;
+    }
+}
+
 /// Serves the gateway in force on `listener` from `workers` threads until `stop` turns
 /// true, then drains open connections for at most `drain`.
 ///
@@ -262,13 +295,12 @@ async fn work(
                 None => {
                     // A connection that never sends a byte is closed here, before any
                     // per-connection state is built for it (slowloris), or at a drain.
-                    let mut first = [0u8; H2_PREFACE.len()];
                     let peeked = tokio::select! {
-                        p = tokio::time::timeout(header_timeout, stream.peek(&mut first)) => p,
+                        p = tokio::time::timeout(header_timeout, opens_http2(&stream)) => p,
                         _ = drain_one.wait_for(|d| *d) => return,
                     };
                     let h2 = match peeked {
-                        Ok(Ok(n)) if n > 0 => may_be_http2(&first[..n]),
+                        Ok(Ok(Some(h2))) => h2,
                         _ => return,
                     };
                     if !h2 {
@@ -400,7 +432,41 @@ impl http_body::Body for Answer {
 
 #[cfg(test)]
 mod tests {
-    use super::may_be_http2;
+    use super::{may_be_http2, opens_http2};
+    use futures_util::FutureExt;
+    use std::io::Write;
+
+    /// Sends `parts` one write at a time, driving `opens_http2` between them, and returns
+    /// what it decided once all were sent.
+    async fn decided(parts: &[&[u8]]) -> Option<bool> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        client.set_nodelay(true).unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let deciding = opens_http2(&server);
+        let mut deciding = std::pin::pin!(deciding);
+        for part in &parts[..parts.len() - 1] {
+            client.write_all(part).unwrap();
+            // Let it look at what has come: a prefix of the preface does not decide.
+            for _ in 0..50 {
+                assert!(deciding.as_mut().now_or_never().is_none(), "{part:?}");
+                tokio::task::yield_now().await;
+            }
+        }
+        client.write_all(parts[parts.len() - 1]).unwrap();
+        deciding.await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_request_split_inside_the_preface_is_decided_by_its_later_bytes() {
+        let preface: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+        assert_eq!(decided(&[b"P", b"OST / HTTP/1.1\r\n"]).await, Some(false));
+        assert_eq!(decided(&[b"P", b"R", b"I * HTTP/1.1\r\n"]).await, Some(false));
+        assert_eq!(decided(&[b"P", &preface[1..]]).await, Some(true));
+        assert_eq!(decided(&[b"PRI * HT", &preface[8..]]).await, Some(true));
+        assert_eq!(decided(&[b"GET / HTTP/1.1\r\n\r\n"]).await, Some(false));
+        assert_eq!(decided(&[preface]).await, Some(true));
+    }
 
     #[test]
     fn only_a_prefix_of_the_http2_preface_goes_to_auto_detection() {
