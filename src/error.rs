@@ -143,6 +143,9 @@ pub enum GateError {
     /// A WebSocket handshake (vLLM's `/v1/realtime`): mmgate does not tunnel upgrades.
     #[error("WebSocket upgrades are not passed on by this gateway")]
     WebSocket,
+    /// A `CONNECT` (HTTP/2 only: mmgate's HTTP/1.1 server refuses its head as vLLM's does).
+    #[error("CONNECT tunnels are not opened by this gateway")]
+    Tunnel,
     /// The upstream broke the protocol or the connection.
     #[error("upstream vLLM at {upstream} failed: {reason}")]
     UpstreamFailed {
@@ -210,7 +213,7 @@ impl GateError {
             }
             GateError::ValueBound { .. } => StatusCode::BAD_REQUEST,
             GateError::UntrustedPool => StatusCode::FORBIDDEN,
-            GateError::WebSocket => StatusCode::NOT_IMPLEMENTED,
+            GateError::WebSocket | GateError::Tunnel => StatusCode::NOT_IMPLEMENTED,
         }
     }
 
@@ -267,6 +270,7 @@ impl GateError {
             GateError::PoolUnavailable { .. } => "pool_unavailable",
             GateError::UntrustedPool => "untrusted_pool",
             GateError::WebSocket => "websocket",
+            GateError::Tunnel => "tunnel",
         }
     }
 
@@ -325,6 +329,10 @@ impl GateError {
             GateError::WebSocket => (
                 "NotImplementedError",
                 format!("mmgate: {self} (vLLM's /v1/realtime); open realtime sessions to vLLM directly."),
+            ),
+            GateError::Tunnel => (
+                "NotImplementedError",
+                format!("mmgate: {self}; vLLM serves no CONNECT either."),
             ),
             GateError::UntrustedPool => (
                 "PermissionDeniedError",
@@ -452,6 +460,7 @@ mod tests {
                 503,
             ),
             (GateError::UntrustedPool, 403),
+            (GateError::Tunnel, 501),
         ];
         for (e, status) in cases {
             assert_eq!(e.status().as_u16(), status);

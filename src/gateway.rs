@@ -263,6 +263,11 @@ impl Gateway {
         if remove_hop_by_hop(req.headers_mut()) {
             return Err(GateError::WebSocket);
         }
+        // Over HTTP/2 a CONNECT comes as a request with only an authority: forwarded, it
+        // would reach vLLM as a request line no server takes.
+        if req.method() == http::Method::CONNECT {
+            return Err(GateError::Tunnel);
+        }
         // Classified first (it is pure), so that a refusal is counted on its route too.
         let route = classify(
             req.method(),

@@ -263,8 +263,12 @@ async fn work(
     // On hyper's connections the header timeout is kept by the framing watch (one timer per
     // connection instead of hyper's one per request head).
     const MAX_BUF: usize = 64 * 1024;
+    // Each stream may buffer a body up to the pool's limit before admission: hyper's
+    // default of 200 streams per connection would let one connection take 200 of them.
+    const MAX_STREAMS: u32 = 32;
     let mut auto = auto::Builder::new(TokioExecutor::new());
     auto.http1().header_read_timeout(None).max_buf_size(MAX_BUF);
+    auto.http2().max_concurrent_streams(MAX_STREAMS);
     let builder = Arc::new(auto);
     // hyper's connections drain through `graceful`, the plain HTTP/1 ones through `drain`.
     let graceful = GracefulShutdown::new();
@@ -461,7 +465,10 @@ mod tests {
     async fn a_request_split_inside_the_preface_is_decided_by_its_later_bytes() {
         let preface: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
         assert_eq!(decided(&[b"P", b"OST / HTTP/1.1\r\n"]).await, Some(false));
-        assert_eq!(decided(&[b"P", b"R", b"I * HTTP/1.1\r\n"]).await, Some(false));
+        assert_eq!(
+            decided(&[b"P", b"R", b"I * HTTP/1.1\r\n"]).await,
+            Some(false)
+        );
         assert_eq!(decided(&[b"P", &preface[1..]]).await, Some(true));
         assert_eq!(decided(&[b"PRI * HT", &preface[8..]]).await, Some(true));
         assert_eq!(decided(&[b"GET / HTTP/1.1\r\n\r\n"]).await, Some(false));

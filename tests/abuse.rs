@@ -582,6 +582,43 @@ async fn an_http2_one_frame_answer_left_unread_is_let_go_too() {
 }
 
 #[tokio::test]
+async fn an_http2_connect_is_refused_and_not_forwarded() {
+    let (fake, gw) = start().await;
+    let h2: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let req = http::Request::connect(format!("http://{}", gw.addr))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let res = h2.request(req).await.unwrap();
+    assert_eq!(res.status(), 501);
+    assert!(fake.received().is_empty(), "nothing reaches the upstream");
+}
+
+#[tokio::test]
+async fn an_http2_connection_takes_at_most_32_streams_at_once() {
+    // Each stream may buffer a body before admission: the server's SETTINGS bound them.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_fake, gw) = start().await;
+    let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    // The server's first frame is its SETTINGS: 9 bytes of header, then 6 per setting.
+    let mut header = [0u8; 9];
+    s.read_exact(&mut header).await.unwrap();
+    assert_eq!(header[3], 0x4, "a SETTINGS frame first");
+    let len = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).await.unwrap();
+    let max_streams = payload
+        .chunks(6)
+        .find(|e| e[..2] == [0, 0x3])
+        .map(|e| u32::from_be_bytes([e[2], e[3], e[4], e[5]]));
+    assert_eq!(max_streams, Some(32));
+}
+
+#[tokio::test]
 async fn an_idle_http2_connection_is_closed_by_the_header_timeout() {
     let (_fake, gw) = start().await;
     let mut c = Conn::open(gw.addr).await;
