@@ -40,6 +40,9 @@ pub struct Running {
     task: JoinHandle<()>,
 }
 
+/// Admin connections open at once, at most (more wait in the listen backlog).
+const ADMIN_CONNECTIONS: usize = 64;
+
 /// Begins a graceful shutdown from anywhere (a signal handler).
 #[derive(Clone)]
 pub struct Shutdown {
@@ -210,16 +213,47 @@ fn serve_admin(
     live: Arc<Live>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let header_timeout = gateway.config().limits.header_timeout;
     let router = crate::admin::router(gateway).layer(axum::Extension(live));
+    // HTTP/1.1 with a timed head (a connection that sends nothing, or half a head, is
+    // closed) and a bound on open connections, so that idle ones cannot take the file
+    // descriptors the data plane needs.
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let slots = Arc::new(tokio::sync::Semaphore::new(ADMIN_CONNECTIONS));
     tokio::spawn(async move {
-        let stop = async move {
+        let mut stopping = std::pin::pin!(async move {
             let _ = stop.wait_for(|s| *s).await;
-        };
-        if let Err(e) = axum::serve(listener, router)
-            .with_graceful_shutdown(stop)
-            .await
-        {
-            tracing::error!(error = %e, "admin listener failed");
+        });
+        loop {
+            let accepted = tokio::select! {
+                () = &mut stopping => return,
+                slot = slots.clone().acquire_owned() => match slot {
+                    Ok(slot) => tokio::select! {
+                        () = &mut stopping => return,
+                        a = listener.accept() => a.map(|(stream, _)| (stream, slot)),
+                    },
+                    Err(_) => return,
+                },
+            };
+            let (stream, slot) = match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "admin accept failed");
+                    continue;
+                }
+            };
+            let router = router.clone();
+            let service =
+                hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    tower::ServiceExt::oneshot(router.clone(), req.map(axum::body::Body::new))
+                });
+            let conn = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::spawn(async move {
+                let _ = conn.await;
+                drop(slot);
+            });
         }
     });
 }

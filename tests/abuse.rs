@@ -619,6 +619,40 @@ async fn an_http2_connection_takes_at_most_32_streams_at_once() {
 }
 
 #[tokio::test]
+async fn idle_admin_connections_are_timed_and_bounded() {
+    // The admin listener shares the process's file descriptors with the data plane.
+    let (_fake, gw) = start().await;
+    let mut silent = Conn::open(gw.admin).await;
+    assert!(
+        silent.closed_within(VERDICT).await,
+        "a connection that sends nothing"
+    );
+    let mut half = Conn::open(gw.admin).await;
+    half.write(b"GET /metrics HTTP/1.1\r\nHost: a\r\n").await;
+    assert!(half.closed_within(VERDICT).await, "half a head");
+
+    let fake = FakeVllm::start().await;
+    let gw = gateway("[limits]\nheader_timeout_ms = 60000\n", &fake).await;
+    let mut idle = Vec::new();
+    for _ in 0..64 {
+        idle.push(Conn::open(gw.admin).await);
+    }
+    let mut next = Conn::open(gw.admin).await;
+    next.write(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await;
+    let waiting = next
+        .response_within(std::time::Duration::from_millis(300))
+        .await;
+    assert!(
+        waiting.is_err(),
+        "64 connections are open: the next one waits"
+    );
+    drop(idle.pop());
+    let answer = next.response_within(VERDICT).await.unwrap();
+    assert_eq!(answer.status, 200);
+}
+
+#[tokio::test]
 async fn an_idle_http2_connection_is_closed_by_the_header_timeout() {
     let (_fake, gw) = start().await;
     let mut c = Conn::open(gw.addr).await;
