@@ -1,25 +1,19 @@
 //! The files a policy was read from, each stamped just before it was read.
 //!
+//! A stamp is a digest of the file's bytes (the files are small: a policy, certificates,
+//! keys), so every change shows, whatever the clock's grain or the way it was made
+//! (written in place, renamed over, made readable).
+//!
 //! Invariant: a file's stamp is taken before its contents are read, so a change after the
-//! read shows: a write (modification time, length), a file renamed over it or re-created
-//! (inode), a change of mode or owner that makes it readable (change time). A change
-//! between the stamp and the read shows too: at worst it costs one reload more, never one
-//! less.
+//! read shows. A change between the stamp and the read shows too: at worst it costs one
+//! reload more, never one less.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
-/// What a file was at one moment; `None` when it could not be looked at (missing).
-type Stamp = Option<Seen>;
+use sha2::{Digest, Sha256};
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Seen {
-    modified: SystemTime,
-    len: u64,
-    inode: (u64, u64),
-    changed: (i64, i64),
-}
+/// A digest of what a file held at one moment; `None` when it could not be read.
+type Stamp = Option<[u8; 32]>;
 
 /// The policy file (when loaded from one) and every certificate, private key, CA and API key
 /// file it names, in the order they were read, with their stamps from just before.
@@ -58,13 +52,8 @@ impl Watched {
 }
 
 fn stamp(file: &Path) -> Stamp {
-    let m = std::fs::metadata(file).ok()?;
-    Some(Seen {
-        modified: m.modified().ok()?,
-        len: m.len(),
-        inode: (m.dev(), m.ino()),
-        changed: (m.ctime(), m.ctime_nsec()),
-    })
+    let bytes = std::fs::read(file).ok()?;
+    Some(Sha256::digest(bytes).into())
 }
 
 #[cfg(test)]
@@ -72,7 +61,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_write_a_creation_a_replacement_and_a_removal_each_show_as_a_change() {
+    fn a_write_a_creation_a_rewrite_and_a_removal_each_show_as_a_change() {
         let dir = std::env::temp_dir().join(format!("mmgate-watched-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (kept, later) = (dir.join("kept"), dir.join("later"));
@@ -91,13 +80,16 @@ mod tests {
         assert!(w.changed(), "a file written after the stamp");
         let mut w = Watched::default();
         w.add(&kept);
-        // The same bytes, renamed over it: a new inode, whatever the clock's grain.
+        // Bytes of the same length, written in place at once: whatever the clock's grain.
         let mut w = Watched::default();
         w.add(&kept);
-        let twin = dir.join("twin");
-        std::fs::write(&twin, "three").unwrap();
-        std::fs::rename(&twin, &kept).unwrap();
-        assert!(w.changed(), "a file renamed over it after the stamp");
+        std::fs::write(&kept, "thrEE").unwrap();
+        assert!(w.changed(), "a same-length rewrite after the stamp");
+        // The same bytes again: no change, so no reload.
+        let mut w = Watched::default();
+        w.add(&kept);
+        std::fs::write(&kept, "thrEE").unwrap();
+        assert!(!w.changed(), "the same bytes written again");
         let mut w = Watched::default();
         w.add(&kept);
         std::fs::remove_file(&kept).unwrap();
