@@ -129,8 +129,9 @@ async fn opens_http2(stream: &tokio::net::TcpStream) -> std::io::Result<Option<b
         if n == 0 {
             return Ok(None);
         }
-        if !may_be_http2(&first[..n]) || n == first.len() {
-            return Ok(Some(may_be_http2(&first[..n])));
+        let h2 = may_be_http2(&first[..n]);
+        if !h2 || n == first.len() {
+            return Ok(Some(h2));
         }
         if n == seen {
             // Part of the preface, and nothing more since the last look: wait for the next

@@ -33,7 +33,6 @@ pub(super) fn watch(body: Body, timeout: Duration) -> Body {
             body: Some(body),
             taken_at: None,
             stalled: false,
-            watching: false,
             taken: false,
         }),
         ended: Notify::new(),
@@ -54,9 +53,7 @@ struct State {
     taken_at: Option<Instant>,
     /// The body was let go because the client took nothing.
     stalled: bool,
-    /// The watching task has been started.
-    watching: bool,
-    /// hyper has taken a frame.
+    /// hyper has taken a frame (and the watching task runs since).
     taken: bool,
 }
 
@@ -120,11 +117,10 @@ impl http_body::Body for Watched {
         let polled = Pin::new(&mut *body).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(_))) => {
-                if !state.watching {
-                    state.watching = true;
+                if !state.taken {
+                    state.taken = true;
                     tokio::spawn(watchdog(self.shared.clone(), self.timeout));
                 }
-                state.taken = true;
                 state.taken_at = Some(Instant::now());
             }
             Poll::Ready(_) => state.body = None,
