@@ -57,23 +57,33 @@ impl Drop for Proc {
     }
 }
 
-/// A loopback port nothing listens on, never one this test handed out before: the vLLM
-/// servers bind theirs minutes later, and the kernel may offer a released port again in
-/// the meantime (two servers were once given the same one).
+/// A loopback port nothing listens on, never one this test handed out before, and below the
+/// kernel's ephemeral range: the vLLM servers bind theirs seconds later, and in the meantime
+/// a port-0 bind (any other test's listener or upstream, or a vLLM server's own internal
+/// sockets) can only be given a port inside that range, so nothing else can take this one.
 fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .expect("the kernel's ephemeral port range");
+    let low: u16 = range
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("ip_local_port_range starts with a port number");
+    // Ports from 10,000 up to the range's start; each test process starts at its own
+    // offset so that two concurrent runs of this suite rarely try the same ports.
+    let first = 10_000u16;
+    assert!(low > first + 1_000, "ephemeral range starts too low: {low}");
+    let span = u32::from(low - first);
+    let start = std::process::id() % span;
     let mut given = GIVEN.lock().unwrap();
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
+    (0..span)
+        .map(|i| first + ((start + i) % span) as u16)
+        .find(|port| {
+            !given.contains(port) && std::net::TcpListener::bind(("127.0.0.1", *port)).is_ok()
+        })
+        .inspect(|port| given.push(*port))
+        .expect("a free loopback port below the ephemeral range")
 }
 
 fn spawn(name: &str, cmd: &mut Command, dir: &Path) -> Proc {
