@@ -396,6 +396,36 @@ fn plain_addr_is_refused_without_tls_and_not_blamed_for_a_tls_section_that_fails
 }
 
 #[test]
+fn every_unreadable_tls_file_is_named() {
+    let text = r#"
+[tls]
+cert = "/nonexistent/c.pem"
+key = "/nonexistent/k.pem"
+client_auth = "required"
+client_ca = "/nonexistent/ca.pem"
+[pools.default]
+members = ["https://127.0.0.1:8443"]
+tls_ca = "/nonexistent/up-ca.pem"
+tls_cert = "/nonexistent/up-c.pem"
+tls_key = "/nonexistent/up-k.pem"
+"#;
+    let Err(ConfigError::Invalid(problems)) = Config::parse(text) else {
+        panic!("expected problems")
+    };
+    let all = problems.join("\n");
+    for field in [
+        "tls.cert",
+        "tls.key",
+        "tls.client_ca",
+        "pools.default.tls_ca",
+        "pools.default.tls_cert",
+        "pools.default.tls_key",
+    ] {
+        assert!(all.contains(&format!("{field}: cannot read")), "{field}: {all}");
+    }
+}
+
+#[test]
 fn one_of_lists_scalars_alone() {
     let parse = |bounds: &str| {
         Config::parse(&format!(

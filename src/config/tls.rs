@@ -75,9 +75,13 @@ pub(super) fn server(
     ) else {
         return None;
     };
-    let chain = certs(cert, "tls.cert", watched, p)?;
-    let key = private_key(key, "tls.key", watched, p)?;
-    let verifier = verifier(auth, ca, watched, p)?;
+    // All three read before any is given up on, so that every bad file is named.
+    let chain = certs(cert, "tls.cert", watched, p);
+    let key = private_key(key, "tls.key", watched, p);
+    let verifier = verifier(auth, ca, watched, p);
+    let (Some(chain), Some(key), Some(verifier)) = (chain, key, verifier) else {
+        return None;
+    };
     let built = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(VERSIONS)
         .map_err(|e| e.to_string())
@@ -144,37 +148,46 @@ pub(super) fn upstream(
     p: &mut Problems,
 ) -> Option<Arc<ClientConfig>> {
     let roots = match ca {
-        Some(ca) => roots(ca, &format!("{path}.tls_ca"), watched, p)?,
-        None => system_roots(),
+        Some(ca) => roots(ca, &format!("{path}.tls_ca"), watched, p),
+        None => Some(system_roots()),
     };
-    let builder = ClientConfig::builder_with_provider(provider())
-        .with_protocol_versions(VERSIONS)
-        .map_err(|e| p.add(path, e))
-        .ok()?
-        .with_root_certificates(roots);
-    let config = match (cert, key) {
-        (None, None) => builder.with_no_client_auth(),
+    // The client certificate is read even when the CA bundle is bad, so that `check` names
+    // every bad file.
+    let identity = match (cert, key) {
+        (None, None) => Some(None),
         (Some(cert), Some(key)) => {
-            let chain = certs(cert, &format!("{path}.tls_cert"), watched, p)?;
-            let key = private_key(key, &format!("{path}.tls_key"), watched, p)?;
-            match builder.with_client_auth_cert(chain, key) {
-                Ok(c) => c,
-                Err(e) => {
-                    p.add(
-                        &format!("{path}.tls_key"),
-                        format!("does not match tls_cert: {e}"),
-                    );
-                    return None;
-                }
-            }
+            let chain = certs(cert, &format!("{path}.tls_cert"), watched, p);
+            let key = private_key(key, &format!("{path}.tls_key"), watched, p);
+            chain.zip(key).map(Some)
         }
         _ => {
             p.add(
                 &format!("{path}.tls_cert"),
                 "tls_cert and tls_key go together",
             );
-            return None;
+            None
         }
+    };
+    let (Some(roots), Some(identity)) = (roots, identity) else {
+        return None;
+    };
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(VERSIONS)
+        .map_err(|e| p.add(path, e))
+        .ok()?
+        .with_root_certificates(roots);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((chain, key)) => match builder.with_client_auth_cert(chain, key) {
+            Ok(c) => c,
+            Err(e) => {
+                p.add(
+                    &format!("{path}.tls_key"),
+                    format!("does not match tls_cert: {e}"),
+                );
+                return None;
+            }
+        },
     };
     Some(Arc::new(config))
 }
