@@ -131,6 +131,13 @@ pub async fn start_file(
     Ok(launch(config, Some(policy.to_path_buf()), drain, clock).await?)
 }
 
+/// Binds `addr`; an error names the policy key and the address.
+async fn bind(key: &str, addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{key} = \"{addr}\": {e}")))
+}
+
 /// `source`: the policy file `config` was read from, re-read by reloads.
 async fn launch(
     config: Config,
@@ -138,12 +145,12 @@ async fn launch(
     drain: Duration,
     clock: RateClock,
 ) -> std::io::Result<Running> {
-    let listener = TcpListener::bind(config.listen).await?;
+    let listener = bind("listen.addr", config.listen).await?;
     let plain_listener = match config.plain {
-        Some(a) => Some(TcpListener::bind(a).await?),
+        Some(a) => Some(bind("listen.plain_addr", a).await?),
         None => None,
     };
-    let admin_listener = TcpListener::bind(config.admin).await?;
+    let admin_listener = bind("listen.admin", config.admin).await?;
     let addr = listener.local_addr()?;
     let plain = plain_listener
         .as_ref()

@@ -296,6 +296,36 @@ fn inspect_usage_errors_exit_2() {
     }
 }
 
+#[test]
+fn serve_names_the_listener_it_cannot_bind() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = taken.local_addr().unwrap();
+    let dir = scratch("bind");
+    for (key, listen, admin) in [
+        ("listen.addr", busy.to_string(), "127.0.0.1:0".to_string()),
+        ("listen.admin", "127.0.0.1:0".to_string(), busy.to_string()),
+    ] {
+        let policy = write(
+            &dir,
+            "policy.toml",
+            format!(
+                "[listen]\naddr = \"{listen}\"\nadmin = \"{admin}\"\n\
+                 [upstream]\nurl = \"http://127.0.0.1:9\"\n\
+                 [vllm]\ndiscover_models = false\ndiscover_routes = false\nserved_models = [\"tiny\"]\n"
+            )
+            .as_bytes(),
+        );
+        let out = run(&["serve", "--policy", policy.to_str().unwrap()], None);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("cannot bind: {key} = \"{busy}\"")),
+            "{err}"
+        );
+    }
+    drop(taken);
+}
+
 /// Kills the child if the test ends early.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_forwards_logs_one_line_without_values_and_exits_0_on_sigterm() {

@@ -421,7 +421,10 @@ tls_key = "/nonexistent/up-k.pem"
         "pools.default.tls_cert",
         "pools.default.tls_key",
     ] {
-        assert!(all.contains(&format!("{field}: cannot read")), "{field}: {all}");
+        assert!(
+            all.contains(&format!("{field}: cannot read")),
+            "{field}: {all}"
+        );
     }
 }
 
