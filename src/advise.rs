@@ -24,8 +24,9 @@ pub struct FieldProposal {
     pub field: String,
     /// The vLLM flag (`--mm-processor-kwargs` / `--media-io-kwargs`).
     pub flag: String,
-    /// The proposed JSON value for the flag.
-    pub proposal: Value,
+    /// The proposed JSON value for the flag; `null` when no value of any key is sent by
+    /// more than half of the field's clients (no flag is proposed).
+    pub proposal: Option<Value>,
     /// Offending requests sending this field.
     pub requests: u64,
     /// Of those, requests the proposal makes redundant.
@@ -168,7 +169,7 @@ pub fn suggest(entries: &[Entry]) -> Suggestion {
         fields.push(FieldProposal {
             field: name.into(),
             flag: flag.into(),
-            proposal: unflatten(&chosen, name == "media_io_kwargs"),
+            proposal: (!chosen.is_empty()).then(|| unflatten(&chosen, name == "media_io_kwargs")),
             requests,
             redundant,
             share: redundant as f64 / requests as f64,
@@ -276,13 +277,23 @@ fn unflatten(chosen: &BTreeMap<String, Value>, nested: bool) -> Value {
 /// clients that differ.
 pub fn text(s: &Suggestion) -> String {
     let mut out = String::new();
-    if s.fields.is_empty() {
+    if s.requests == 0 {
+        out.push_str("no offending-request log lines were read\n");
+    } else if s.fields.is_empty() {
         out.push_str("no logged kwargs values: enable [log] kwargs_values = true in the policy\n");
     }
     for f in &s.fields {
+        let Some(proposal) = &f.proposal else {
+            out.push_str(&format!(
+                "{}: no flag proposed: no value is sent by more than half of the clients sending {} ({} offending request(s))\n",
+                f.field, f.field, f.requests
+            ));
+            list_differing(&mut out, &f.differing);
+            continue;
+        };
         // Single-quoted for a shell: a quote inside (a string value) is closed, escaped
         // and reopened.
-        let quoted = f.proposal.to_string().replace('\'', r"'\''");
+        let quoted = proposal.to_string().replace('\'', r"'\''");
         out.push_str(&format!("{} '{quoted}'\n", f.flag));
         out.push_str(&format!(
             "  makes {} of {} offending requests sending {} redundant ({:.1}%)\n",
@@ -297,22 +308,7 @@ pub fn text(s: &Suggestion) -> String {
                 k.key, k.value, k.clients_agreeing, k.clients_sending
             ));
         }
-        if !f.differing.is_empty() {
-            out.push_str("  clients whose values differ (candidates for the trusted pool):\n");
-            for d in &f.differing {
-                let vals: Vec<String> = d.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                out.push_str(&format!(
-                    "    {}: {} request(s) not covered; sends {}\n",
-                    d.client,
-                    d.requests,
-                    if vals.is_empty() {
-                        "values that were not logged".to_string()
-                    } else {
-                        vals.join(" ")
-                    }
-                ));
-            }
-        }
+        list_differing(&mut out, &f.differing);
     }
     out.push_str(&format!(
         "together: {} of {} offending requests ({:.1}%) would need no per-request kwargs\n",
@@ -327,4 +323,25 @@ pub fn text(s: &Suggestion) -> String {
         ));
     }
     out
+}
+
+/// The clients a field's proposal does not cover, with their values.
+fn list_differing(out: &mut String, differing: &[Differing]) {
+    if differing.is_empty() {
+        return;
+    }
+    out.push_str("  clients whose values differ (candidates for the trusted pool):\n");
+    for d in differing {
+        let vals: Vec<String> = d.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out.push_str(&format!(
+            "    {}: {} request(s) not covered; sends {}\n",
+            d.client,
+            d.requests,
+            if vals.is_empty() {
+                "values that were not logged".to_string()
+            } else {
+                vals.join(" ")
+            }
+        ));
+    }
 }

@@ -120,8 +120,8 @@ enum Command {
         /// Print JSON.
         #[arg(long, conflicts_with = "csv")]
         json: bool,
-        /// Print CSV.
-        #[arg(long)]
+        /// Print CSV (not with --suggest, whose output is text or JSON).
+        #[arg(long, conflicts_with = "suggest")]
         csv: bool,
         /// Propose deployment-level --mm-processor-kwargs / --media-io-kwargs from logged values.
         #[arg(long)]

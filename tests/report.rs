@@ -224,6 +224,57 @@ fn the_advisor_proposes_nothing_from_lines_without_values() {
 }
 
 #[test]
+fn the_advisor_proposes_no_flag_when_no_value_has_a_majority() {
+    let line = |client: &str, px: u32| {
+        format!(
+            r#"{{"ts":"2026-11-01T08:00:00.000Z","event":"offending_request","route":"chat","path":"/v1/chat/completions","mode":"shadow","action":"forwarded","param":"mm_processor_kwargs","fields":[{{"name":"mm_processor_kwargs","keys":["max_pixels"],"values":{{"max_pixels":{px}}}}}],"stripped":[],"status":200,"client_addr":"10.0.0.9","client":"{client}","pool":null,"user_agent":null,"request_id":"r"}}"#
+        )
+    };
+    let log = [line("a", 100), line("b", 200), line("c", 300)].join("\n");
+    let text = stdout(&report(&["--suggest", "-"], Some(log.as_bytes())));
+    assert!(!text.contains("--mm-processor-kwargs"), "{text}");
+    assert!(
+        text.contains("mm_processor_kwargs: no flag proposed: no value is sent by more than half"),
+        "{text}"
+    );
+    for (client, px) in [("a", 100), ("b", 200), ("c", 300)] {
+        assert!(
+            text.contains(&format!(
+                "    {client}: 1 request(s) not covered; sends max_pixels={px}"
+            )),
+            "{text}"
+        );
+    }
+    assert!(text.contains("together: 0 of 3"), "{text}");
+    let v: Value =
+        serde_json::from_slice(&report(&["--suggest", "--json", "-"], Some(log.as_bytes())).stdout)
+            .unwrap();
+    assert_eq!(v["fields"][0]["proposal"], Value::Null);
+    assert_eq!(v["fields"][0]["differing"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn the_advisor_says_when_it_read_no_offending_lines() {
+    let out = report(&["--suggest", "-"], Some(b"not a log line\n"));
+    let text = stdout(&out);
+    assert!(
+        text.contains("no offending-request log lines were read"),
+        "{text}"
+    );
+    assert!(!text.contains("kwargs_values"), "{text}");
+}
+
+#[test]
+fn suggest_with_csv_is_a_usage_error() {
+    let out = Command::new(BIN)
+        .args(["report", "--suggest", "--csv", FIXTURE])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--csv"));
+}
+
+#[test]
 fn the_log_values_switch_is_opt_in_and_bounded() {
     use mmgate::config::Config;
     let base = "[upstream]\nurl = \"http://127.0.0.1:8000\"\n";
