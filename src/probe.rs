@@ -128,9 +128,12 @@ pub enum ProbeError {
     /// The target URL is not `http://host:port`.
     #[error("--target {0}: expected an http:// URL with a host and no path")]
     Target(String),
+    /// The target did not answer at all.
+    #[error("cannot reach {0}: {1}")]
+    Unreachable(String, String),
     /// No model could be learned.
-    #[error("cannot learn the served model from {0}/v1/models; pass --model")]
-    Model(String),
+    #[error("cannot learn the served model from {0}/v1/models ({1}); pass --model")]
+    Model(String, String),
     /// A `--routes` entry that is neither a route name nor a gated path.
     #[error("--routes {0}: not a route (one of {1}) or its path")]
     Route(String, String),
@@ -174,7 +177,7 @@ impl Prober {
                 .client
                 .request(req)
                 .await
-                .map_err(|e| format!("request failed: {e}"))?;
+                .map_err(|e| format!("request failed: {}", causes(&e)))?;
             let (parts, body) = res.into_parts();
             let bytes = Limited::new(body, 1 << 20)
                 .collect()
@@ -210,10 +213,27 @@ impl Prober {
         })
     }
 
-    async fn get_json(&self, path: &str) -> Option<Value> {
-        let a = self.send("GET", path, Vec::new()).await.ok()?;
-        (a.status == 200).then_some(a.body)
+    /// The JSON of a 200 answer; `Err` when there was no answer or another status.
+    async fn get_json(&self, path: &str) -> Result<Value, String> {
+        let a = self.send("GET", path, Vec::new()).await?;
+        match a.status {
+            200 => Ok(a.body),
+            status => Err(format!("status {status}")),
+        }
     }
+}
+
+/// An error and its causes, outermost first ("client error (Connect): tcp connect error:
+/// Connection refused (os error 111)").
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    text
 }
 
 /// Runs the acceptance matrix against the target.
@@ -228,7 +248,8 @@ pub async fn probe(opts: ProbeOpts) -> Result<ProbeReport, ProbeError> {
             .iter()
             .any(|(n, path, _)| wanted == n || wanted == path)
         {
-            let names: Vec<&str> = ROUTES.iter().map(|(n, ..)| *n).collect();
+            let mut names: Vec<&str> = ROUTES.iter().map(|(n, ..)| *n).collect();
+            names.dedup();
             return Err(ProbeError::Route(wanted.clone(), names.join(", ")));
         }
     }
@@ -238,14 +259,23 @@ pub async fn probe(opts: ProbeOpts) -> Result<ProbeReport, ProbeError> {
         base: base.clone(),
         opts,
     };
-    let version = p.get_json("/version").await;
+    // The first request tells whether anything answers there at all.
+    let version = match p.send("GET", "/version", Vec::new()).await {
+        Ok(a) => (a.status == 200).then_some(a.body),
+        Err(why) => return Err(ProbeError::Unreachable(base, why)),
+    };
     let model = match &p.opts.model {
         Some(m) => m.clone(),
         None => p
             .get_json("/v1/models")
             .await
-            .and_then(|m| m["data"][0]["id"].as_str().map(str::to_string))
-            .ok_or_else(|| ProbeError::Model(base.clone()))?,
+            .and_then(|m| {
+                m["data"][0]["id"]
+                    .as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| "no model listed".to_string())
+            })
+            .map_err(|why| ProbeError::Model(base.clone(), why))?,
     };
     let (candidates, routes_from) = candidates(&p).await;
     let mut rows = Vec::new();
@@ -286,6 +316,7 @@ async fn candidates(p: &Prober) -> (Vec<(&'static str, &'static str, Shape)>, &'
     let served: Option<BTreeSet<String>> = p
         .get_json("/openapi.json")
         .await
+        .ok()
         .and_then(|doc| Some(doc.get("paths")?.as_object()?.keys().cloned().collect()));
     match served {
         Some(paths) => (

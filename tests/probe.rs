@@ -230,19 +230,49 @@ async fn routes_the_target_does_not_list_are_not_probed() {
 }
 
 /// README "mmgate probe": "Exit 0 when every row matches, 1 on any mismatch, 2 when the probe
-/// cannot run (bad URL, no model, nothing served)". With `--model`, a target where nothing
-/// listens is reported as 108 mismatches and exit 1.
+/// cannot run (bad URL, unreachable target, no model, nothing served)". A target where nothing
+/// listens is one error that says so, with or without `--model`, and no table.
 #[test]
 fn probe_of_a_target_that_does_not_answer_exits_2() {
     let dead = support::dead_url();
+    for model in [&["--model", "m"][..], &[]] {
+        let out = Command::new(BIN)
+            .args(["probe", "--target", &dead])
+            .args(model)
+            .args(["--timeout-seconds", "2"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("cannot reach {dead}: ")), "{err}");
+        assert!(err.contains("Connection refused"), "{err}");
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+#[test]
+fn an_unknown_route_lists_each_route_name_once() {
     let out = Command::new(BIN)
-        .args(["probe", "--target", &dead, "--model", "m"])
-        .args(["--timeout-seconds", "2"])
+        .args(["probe", "--target", "http://127.0.0.1:9", "--routes", "foo"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("nothing was probed"), "{err}");
+    let names = err
+        .split("one of ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("{err}"));
+    let listed: Vec<&str> = names.split(", ").collect();
+    let mut unique = listed.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(listed.len(), unique.len(), "{err}");
+    assert!(listed.contains(&"rerank"), "{err}");
 }
 
 /// README "mmgate probe": "The image row only has to pass the gate (a text-only model may
