@@ -142,6 +142,33 @@ mod avx2 {
         )
     }
 
+    /// One 64-byte block at `i`: the run's end if the block holds a special byte; else
+    /// `non_ascii` takes in the block's non-ASCII bytes.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, and `i + 64 <= b.len()`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn block64(b: &[u8], i: usize, non_ascii: &mut bool) -> Option<Run> {
+        // SAFETY: `i + 64 <= b.len()` (the caller's promise), so both 32-byte reads are
+        // inside `b`; `loadu` has no alignment requirement.
+        let (x, y) = unsafe {
+            let p = b.as_ptr().add(i);
+            (
+                _mm256_loadu_si256(p.cast()),
+                _mm256_loadu_si256(p.add(32).cast()),
+            )
+        };
+        let any = _mm256_or_si256(maybe(x), maybe(y));
+        if _mm256_testz_si256(any, any) != 0 {
+            return None;
+        }
+        let (special, high) = masks64(x, y);
+        let run = super::in_block(i, special, high, *non_ascii);
+        *non_ascii |= high != 0;
+        run
+    }
+
     /// [`super::plain_run`] with AVX2.
     ///
     /// # Safety
@@ -150,6 +177,16 @@ mod avx2 {
     pub(super) unsafe fn plain_run(b: &[u8], from: usize) -> Run {
         let mut i = from;
         let mut non_ascii = false;
+        // Most strings (member names, short values) end within their first 64 bytes: that
+        // block is looked at alone, before the 128-byte steps, which would read twice as
+        // much to find the end.
+        if i + 64 <= b.len() {
+            // SAFETY: AVX2 (this function's own requirement) and `i + 64 <= b.len()`.
+            if let Some(run) = unsafe { block64(b, i, &mut non_ascii) } {
+                return run;
+            }
+            i += 64;
+        }
         // 128 bytes a step while nothing needs a look (long strings: media, prose), so the
         // test and the branch are paid once per four vectors.
         while i + 128 <= b.len() {
@@ -173,22 +210,9 @@ mod avx2 {
             i += 128;
         }
         while i + 64 <= b.len() {
-            // SAFETY: `i + 64 <= b.len()`, so both 32-byte reads are inside `b`; `loadu`
-            // has no alignment requirement.
-            let (x, y) = unsafe {
-                let p = b.as_ptr().add(i);
-                (
-                    _mm256_loadu_si256(p.cast()),
-                    _mm256_loadu_si256(p.add(32).cast()),
-                )
-            };
-            let any = _mm256_or_si256(maybe(x), maybe(y));
-            if _mm256_testz_si256(any, any) == 0 {
-                let (special, high) = masks64(x, y);
-                if let Some(run) = super::in_block(i, special, high, non_ascii) {
-                    return run;
-                }
-                non_ascii |= high != 0;
+            // SAFETY: AVX2 (this function's own requirement) and `i + 64 <= b.len()`.
+            if let Some(run) = unsafe { block64(b, i, &mut non_ascii) } {
+                return run;
             }
             i += 64;
         }
