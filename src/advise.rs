@@ -37,6 +37,9 @@ pub struct FieldProposal {
     pub keys: Vec<KeySupport>,
     /// Clients with requests the proposal does not cover, with the values they send.
     pub differing: Vec<Differing>,
+    /// Clients with at least one of the field's keys logged with its value (0: every
+    /// value was left out of the log lines: arrays, objects, long strings).
+    pub clients_with_values: usize,
 }
 
 /// How many clients agree with one proposed key.
@@ -166,6 +169,7 @@ pub fn suggest(entries: &[Entry]) -> Suggestion {
             })
             .collect();
         let requests = sent.len() as u64;
+        let clients_with_values = votes.values().filter(|keys| !keys.is_empty()).count();
         fields.push(FieldProposal {
             field: name.into(),
             flag: flag.into(),
@@ -175,6 +179,7 @@ pub fn suggest(entries: &[Entry]) -> Suggestion {
             share: redundant as f64 / requests as f64,
             keys,
             differing,
+            clients_with_values,
         });
     }
     let requests = entries.len() as u64;
@@ -284,9 +289,14 @@ pub fn text(s: &Suggestion) -> String {
     }
     for f in &s.fields {
         let Some(proposal) = &f.proposal else {
+            let why = if f.clients_with_values == 0 {
+                "none of its values could be logged (only scalars and short strings are)"
+            } else {
+                "no value is sent by more than half of the clients sending it"
+            };
             out.push_str(&format!(
-                "{}: no flag proposed: no value is sent by more than half of the clients sending {} ({} offending request(s))\n",
-                f.field, f.field, f.requests
+                "{}: no flag proposed: {why} ({} offending request(s))\n",
+                f.field, f.requests
             ));
             list_differing(&mut out, &f.differing);
             continue;

@@ -128,8 +128,9 @@ pub enum ProbeError {
     /// The target URL is not `http://host:port`.
     #[error("--target {0}: expected an http:// URL with a host and no path")]
     Target(String),
-    /// The target did not answer at all.
-    #[error("cannot reach {0}: {1}")]
+    /// The target did not answer its first request (`GET /version`): nothing listens, the
+    /// connection failed, or no answer came in time.
+    #[error("{0} did not answer GET /version: {1}")]
     Unreachable(String, String),
     /// No model could be learned.
     #[error("cannot learn the served model from {0}/v1/models ({1}); pass --model")]

@@ -244,7 +244,10 @@ fn probe_of_a_target_that_does_not_answer_exits_2() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
-        assert!(err.contains(&format!("cannot reach {dead}: ")), "{err}");
+        assert!(
+            err.contains(&format!("{dead} did not answer GET /version: ")),
+            "{err}"
+        );
         assert!(err.contains("Connection refused"), "{err}");
         assert!(
             out.stdout.is_empty(),

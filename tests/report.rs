@@ -254,6 +254,24 @@ fn the_advisor_proposes_no_flag_when_no_value_has_a_majority() {
 }
 
 #[test]
+fn the_advisor_says_when_no_value_of_a_field_could_be_logged() {
+    // `grid` holds an array: its value is left out of the line, so nothing can be proposed.
+    let line = r#"{"ts":"2026-11-01T08:00:00.000Z","event":"offending_request","route":"chat","path":"/v1/chat/completions","mode":"shadow","action":"forwarded","param":"mm_processor_kwargs","fields":[{"name":"mm_processor_kwargs","keys":["grid"],"values":{}}],"stripped":[],"status":200,"client_addr":"10.0.0.9","client":"legacy","pool":null,"user_agent":null,"request_id":"r"}"#;
+    let text = stdout(&report(&["--suggest", "-"], Some(line.as_bytes())));
+    assert!(
+        text.contains("mm_processor_kwargs: no flag proposed: none of its values could be logged"),
+        "{text}"
+    );
+    assert!(!text.contains("more than half"), "{text}");
+    let v: Value = serde_json::from_slice(
+        &report(&["--suggest", "--json", "-"], Some(line.as_bytes())).stdout,
+    )
+    .unwrap();
+    assert_eq!(v["fields"][0]["proposal"], Value::Null);
+    assert_eq!(v["fields"][0]["clients_with_values"], 0);
+}
+
+#[test]
 fn the_advisor_says_when_it_read_no_offending_lines() {
     let out = report(&["--suggest", "-"], Some(b"not a log line\n"));
     let text = stdout(&out);

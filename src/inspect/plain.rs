@@ -6,8 +6,8 @@
 //! plain ASCII run, so this loop decides inspection throughput.
 //!
 //! On x86-64 it uses, detected at run time, AVX-512BW (128 bytes per step, two compares
-//! into mask registers per 64 bytes) or AVX2 (64 bytes per step, two compares per 32
-//! bytes); elsewhere a portable loop that LLVM vectorizes with SSE2 does the same work.
+//! into mask registers per 64 bytes) or AVX2 (a string's first 64 bytes alone, then 128
+//! bytes per step, two compares per 32 bytes); elsewhere a portable loop that LLVM vectorizes with SSE2 does the same work.
 //! The two compares flag exactly the bytes that end or complicate a run, so a block of
 //! prose or base64 is passed over without a closer look.
 //! This is the crate's only `unsafe` code: the vector loads and the calls into the
@@ -164,9 +164,11 @@ mod avx2 {
             return None;
         }
         let (special, high) = masks64(x, y);
-        let run = super::in_block(i, special, high, *non_ascii);
+        if let Some(run) = super::in_block(i, special, high, *non_ascii) {
+            return Some(run);
+        }
         *non_ascii |= high != 0;
-        run
+        None
     }
 
     /// [`super::plain_run`] with AVX2.
