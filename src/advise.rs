@@ -24,8 +24,8 @@ pub struct FieldProposal {
     pub field: String,
     /// The vLLM flag (`--mm-processor-kwargs` / `--media-io-kwargs`).
     pub flag: String,
-    /// The proposed JSON value for the flag; `null` when no value of any key is sent by
-    /// more than half of the field's clients (no flag is proposed).
+    /// The proposed JSON value for the flag; `null` when no flag is proposed: no value of
+    /// any key is sent by more than half of the field's clients, or none was logged.
     pub proposal: Option<Value>,
     /// Offending requests sending this field.
     pub requests: u64,
