@@ -5,6 +5,14 @@ const MINIMAL: &str = r#"
 url = "http://127.0.0.1:8000"
 "#;
 
+/// The problems `Config::parse` reports for `text` (the test fails if it parses).
+fn problems(text: &str) -> Vec<String> {
+    let Err(ConfigError::Invalid(problems)) = Config::parse(text) else {
+        panic!("expected problems for {text}")
+    };
+    problems
+}
+
 #[test]
 fn minimal_policy_takes_defaults() {
     let c = Config::parse(MINIMAL).unwrap();
@@ -45,9 +53,7 @@ chats = "reject"
 served_models = ["a", 2]
 pooling_task = "encode"
 "#;
-    let Err(ConfigError::Invalid(problems)) = Config::parse(text) else {
-        panic!("expected problems")
-    };
+    let problems = problems(text);
     let all = problems.join("\n");
     for path in [
         "bogus: unknown key",
@@ -80,9 +86,7 @@ fn the_upstreams_pooling_facts_are_read() {
 
 #[test]
 fn missing_upstream_is_an_error() {
-    let Err(ConfigError::Invalid(problems)) = Config::parse("") else {
-        panic!("expected problems")
-    };
+    let problems = problems("");
     assert!(problems[0].starts_with("upstream.url: missing"));
 }
 
@@ -159,9 +163,7 @@ header_ids = ["h"]
 certificate_names = ["shared.test"]
 "#
     .replace("{K}", &hex::encode(crate::config::digest("k")));
-    let Err(ConfigError::Invalid(problems)) = Config::parse(&text) else {
-        panic!("expected problems")
-    };
+    let problems = problems(&text);
     let all = problems.join("\n");
     for path in [
         "clients.untrusted.mode: \"route\" sends offending requests to a trusted pool",
@@ -186,9 +188,7 @@ certificate_names = ["shared.test"]
 #[test]
 fn upstream_and_pools_default_cannot_both_be_given() {
     let text = format!("{MINIMAL}\n[pools.default]\nmembers = [\"http://127.0.0.1:1\"]\n");
-    let Err(ConfigError::Invalid(problems)) = Config::parse(&text) else {
-        panic!("expected problems")
-    };
+    let problems = problems(&text);
     assert!(problems[0].starts_with("pools.default: defined twice"));
     let trusted_default = "[pools.default]\nmembers = [\"http://127.0.0.1:1\"]\ntrusted = true\n";
     assert!(Config::parse(trusted_default).is_err());
@@ -220,10 +220,7 @@ fn an_untrusted_pool_cannot_list_a_trusted_server() {
             "pools.alias.members[0]",
         ),
     ] {
-        let Err(ConfigError::Invalid(problems)) = Config::parse(&format!("{untrusted}{trusted}"))
-        else {
-            panic!("expected problems for {untrusted}")
-        };
+        let problems = problems(&format!("{untrusted}{trusted}"));
         let want = format!("{path}: http://10.0.0.2:8000/ is also a member of trusted pool \"trusted\"");
         assert!(problems.iter().any(|p| p.starts_with(&want)), "{want} not in {problems:?}");
     }
@@ -255,9 +252,7 @@ fn identity_headers_that_cannot_work_are_refused() {
         ),
     ] {
         let text = format!("{MINIMAL}\n[identity]\n{identity}");
-        let Err(ConfigError::Invalid(problems)) = Config::parse(&text) else {
-            panic!("expected problems for {identity}")
-        };
+        let problems = problems(&text);
         assert!(problems.iter().any(|p| p.starts_with(want)), "{want} not in {problems:?}");
     }
 }
@@ -310,9 +305,7 @@ fn the_upstreams_api_keys_are_read_as_digests() {
     let bad = format!(
         "{MINIMAL}\n[vllm]\napi_key_sha256 = [\"abc\"]\napi_key_env = \"MMGATE_TEST_UNSET_VARIABLE\"\n"
     );
-    let Err(ConfigError::Invalid(problems)) = Config::parse(&bad) else {
-        panic!("expected problems")
-    };
+    let problems = problems(&bad);
     let all = problems.join("\n");
     assert!(
         all.contains("vllm.api_key_sha256[0]: not a SHA-256"),
@@ -380,17 +373,14 @@ fn https_members_get_a_tls_client_with_the_system_roots() {
 
 #[test]
 fn plain_addr_is_refused_without_tls_and_not_blamed_for_a_tls_section_that_fails() {
-    let problems = |tls: &str| {
+    let named = |tls: &str| {
         let text = format!(
             "[listen]\nplain_addr = \"127.0.0.1:8080\"\n{tls}\n[upstream]\nurl = \"http://127.0.0.1:8000\"\n"
         );
-        let Err(ConfigError::Invalid(problems)) = Config::parse(&text) else {
-            panic!("expected problems")
-        };
-        problems.join("\n")
+        problems(&text).join("\n")
     };
-    assert!(problems("").contains("listen.plain_addr: only with [tls]"));
-    let missing = problems("[tls]\ncert = \"/nonexistent/c.pem\"\nkey = \"/nonexistent/k.pem\"");
+    assert!(named("").contains("listen.plain_addr: only with [tls]"));
+    let missing = named("[tls]\ncert = \"/nonexistent/c.pem\"\nkey = \"/nonexistent/k.pem\"");
     assert!(missing.contains("tls.cert: cannot read"), "{missing}");
     assert!(!missing.contains("listen.plain_addr"), "{missing}");
 }
@@ -409,9 +399,7 @@ tls_ca = "/nonexistent/up-ca.pem"
 tls_cert = "/nonexistent/up-c.pem"
 tls_key = "/nonexistent/up-k.pem"
 "#;
-    let Err(ConfigError::Invalid(problems)) = Config::parse(text) else {
-        panic!("expected problems")
-    };
+    let problems = problems(text);
     let all = problems.join("\n");
     for field in [
         "tls.cert",
