@@ -125,8 +125,9 @@ def bounds(info, ann):
 
 
 # JSON kinds, as `inspect::KindSet` names them; NOT_INT: a number or string that pydantic's
-# `int` refuses (`1.5`, `"a"`), which an element type other than `int` may accept.
-KINDS = ["NULL", "BOOL", "NUMBER", "NON_FINITE", "STR", "ARRAY", "OBJECT", "NOT_INT"]
+# `int` refuses (`1.5`, `"a"`), which an element type other than `int` may accept; NOT_FLOAT:
+# an integer too large for a float (`float()` of it overflows), which `int` accepts.
+KINDS = ["NULL", "BOOL", "NUMBER", "NON_FINITE", "STR", "ARRAY", "OBJECT", "NOT_INT", "NOT_FLOAT"]
 # Validators that vLLM 0.31 runs on list elements and that return a value of another kind than
 # an object unchanged (read in its source): they leave the element's kind to its type.
 PASS_THROUGH = {"__log_extra_fields__", "_default_input_image_details"}
@@ -140,6 +141,7 @@ SAMPLES = {
     "ARRAY": [[], [1], ["x"], [{}], [[1]]],
     "OBJECT": [{}, {"a": 1}, {"role": "user", "content": "x"}, {"type": "function", "function": {"name": "f"}}],
     "NOT_INT": [0.5, -1.5, 1e-5, "a", "1.5", "x", ""],
+    "NOT_FLOAT": [2**1024, -(2**1024), 2**1024 - 2**970],
 }
 
 
@@ -159,7 +161,7 @@ def accepts(x):
     if o is typing.Literal:
         return {"STR", "NOT_INT"} if all(isinstance(v, str) for v in typing.get_args(x)) else every
     if x is int:
-        return {"BOOL", "NUMBER", "STR"}
+        return {"BOOL", "NUMBER", "STR", "NOT_FLOAT"}
     if x is bool:
         return {"BOOL", "NUMBER", "STR", "NOT_INT"}
     if x is float:

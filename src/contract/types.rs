@@ -471,7 +471,8 @@ fn refuses(ty: Ty, m: &Member, findings: &Findings) -> bool {
             Ty::Int => !m.coerce().int,
             Ty::JsonInt => m.json_int() == Some(false),
             Ty::Bool => m.coerce().bool.is_none(),
-            Ty::Float => false,
+            // An integer too large for a float (`float_type`).
+            Ty::Float => !m.coerce().float,
             _ => true,
         },
         Kind::Bool(_) => matches!(ty, Ty::Str | Ty::Bytes | Ty::JsonInt | Ty::Literal(_)),
@@ -489,8 +490,7 @@ fn prompt_logprobs(facts: &Facts, stream: bool) -> Option<&'static str> {
 /// The facts of the chat request that vLLM's batch route builds for each conversation, from
 /// the batch request's `model_dump(exclude_none=True)`: the batch model's own fields as it
 /// validated them, their defaults filled in and nulls gone; its extra members (`stream`,
-/// `tools`, `prompt_logprobs` ...) as sent. A `top_logprobs` string of over 22 bytes is not
-/// read (its sign stays unknown, so it refuses nothing).
+/// `tools`, `prompt_logprobs` ...) as sent.
 fn batch_rebuilt(f: &Findings) -> Facts {
     /// A batch field as `model_dump(exclude_none=True)` leaves it.
     enum Dumped<'a> {
@@ -529,7 +529,7 @@ fn batch_rebuilt(f: &Findings) -> Facts {
             _ => m.int_string_sign(),
         },
     };
-    // An int by then: a number, whatever was sent (its sign unknown for a long string).
+    // An int by then: a number, whatever was sent.
     let kind = match dumped("top_logprobs") {
         Dumped::Gone => None,
         _ => Some(Kind::Number {

@@ -8,14 +8,15 @@
 //!   and optionally a fraction of zeros (`"1_000"`, `"5.0"`), surrounded by any Unicode
 //!   white space; a number that is an integer, or a float with no fraction inside the
 //!   64-bit range.
-//! - `float`: any number; a string, trimmed the same way, that is a decimal or exponent
-//!   number (`".5"`, `"5."`, `"1e3"`), `inf`, `infinity` or `nan` in any case, with an
-//!   optional sign and underscores anywhere but first, last or doubled.
+//! - `float`: any number but an integer too large for a float (`float()` of it overflows);
+//!   a string, trimmed the same way, that is a decimal or exponent number (`".5"`, `"5."`,
+//!   `"1e3"`), `inf`, `infinity` or `nan` in any case, with an optional sign and
+//!   underscores anywhere but first, last or doubled.
 //!
 //! A string with a lone surrogate is refused by all three (pydantic cannot read it as
 //! text); its bytes are never white space, digits or letters, so the grammars refuse it.
-//! Strings over 64 bytes as written are classified only as far as a linear look at their
-//! bytes allows (see `MAX_SCALAR_TEXT`).
+//! Strings of any length are classified exactly: one that a byte shows to be no number
+//! ([`no_number`], which reads up to the first such byte) is not decoded.
 
 use super::scan::{self, Kind};
 
@@ -41,46 +42,76 @@ impl Coerce {
 }
 
 /// A top-level string or number, kept so that it is classified only if a type check asks:
-/// short tokens (most are) as written, longer ones classified at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// its token as written, inline when short (most are), else copied; a long string that can
+/// be no number, no `Literal` word and no lone surrogate is not copied.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scalar {
     /// Not a string or a number.
     None,
     /// A token of at most [`SHORT`] bytes, and its kind.
     Short(Kind, u8, [u8; SHORT]),
-    /// A longer token, classified.
-    Classified(Coerce),
-    /// An integer of more than [`SHORT`] characters (beyond 10^23 in size, so outside every
-    /// finite bound a field declares), classified, and whether it is negative.
-    LongInt(Coerce, bool),
+    /// A longer token, and its kind.
+    Long(Kind, Box<[u8]>),
+    /// A string longer than [`WORDY`] bytes that a byte shows to be no number ([`no_number`])
+    /// and that holds no surrogate escape (prose, media): not kept.
+    Text,
 }
 
-/// The longest token kept as written.
+/// The longest token kept inline.
 pub const SHORT: usize = 24;
 
+/// Strings up to this long as written may decode to a `Literal`'s word: no word is longer
+/// than a sixth of it (an escape takes at most six bytes for one byte of text).
+const WORDY: usize = 6 * MAX_WORD + 2;
+
+/// The longest word of any `Literal` mmgate compares a string with.
+pub const MAX_WORD: usize = 64;
+
 impl Scalar {
-    /// Keeps a top-level value's token (a string with its quotes).
-    pub fn new(kind: Kind, token: &[u8]) -> Scalar {
+    /// Keeps a top-level value's token (a string with its quotes); `surrogate_escape`:
+    /// whether a string holds a `\uD800`..`\uDFFF` escape.
+    pub fn new(kind: Kind, token: &[u8], surrogate_escape: bool) -> Scalar {
         match kind {
             Kind::Str { .. } | Kind::Number { .. } if token.len() <= SHORT => {
                 let mut bytes = [0; SHORT];
                 bytes[..token.len()].copy_from_slice(token);
                 Scalar::Short(kind, token.len() as u8, bytes)
             }
-            Kind::Number { .. } if !token.iter().any(|c| matches!(c, b'.' | b'e' | b'E')) => {
-                Scalar::LongInt(of(kind, token), token[0] == b'-')
+            Kind::Str { .. }
+                if token.len() > WORDY
+                    && !surrogate_escape
+                    && no_number(&token[1..token.len() - 1]) =>
+            {
+                Scalar::Text
             }
-            Kind::Str { .. } | Kind::Number { .. } => Scalar::Classified(of(kind, token)),
+            Kind::Str { .. } | Kind::Number { .. } => Scalar::Long(kind, token.into()),
             _ => Scalar::None,
+        }
+    }
+
+    /// The kept token and its kind.
+    fn token(&self) -> Option<(Kind, &[u8])> {
+        match self {
+            Scalar::Short(kind, len, bytes) => Some((*kind, &bytes[..usize::from(*len)])),
+            Scalar::Long(kind, token) => Some((*kind, token)),
+            Scalar::None | Scalar::Text => None,
         }
     }
 
     /// A kept string's decoded (WTF-8) text.
     fn text(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
-        let Scalar::Short(Kind::Str { .. }, len, ref bytes) = *self else {
-            return None;
-        };
-        Some(scan::decoded(&bytes[1..usize::from(len) - 1]))
+        match self.token()? {
+            (Kind::Str { .. }, token) => Some(scan::decoded(&token[1..token.len() - 1])),
+            _ => None,
+        }
+    }
+
+    /// A kept number's token.
+    fn number(&self) -> Option<&[u8]> {
+        match self.token()? {
+            (Kind::Number { .. }, token) => Some(token),
+            _ => None,
+        }
     }
 
     /// A kept string as pydantic reads a number from it: trimmed, without underscores.
@@ -90,8 +121,8 @@ impl Scalar {
         Some(t.chars().filter(|&c| c != '_').collect())
     }
 
-    /// For a kept string that pydantic's lax `int` takes: its value's sign as -1, below,
-    /// at or above zero (`Some(-1)`, `Some(-2)`, `Some(0)`, `Some(1)`); `None` otherwise.
+    /// For a string that pydantic's lax `int` takes: its value's sign as -1, below, at or
+    /// above zero (`Some(-1)`, `Some(-2)`, `Some(0)`, `Some(1)`); `None` otherwise.
     pub fn int_string_sign(&self) -> Option<i8> {
         if !self.coerce().int {
             return None;
@@ -105,9 +136,8 @@ impl Scalar {
         })
     }
 
-    /// For a kept string that pydantic's lax `int` (`float`: its `float`) takes: whether its
-    /// value lies within `lo..=hi` (`inf` and `nan` never do); `None` for another value, or
-    /// a string too long to have been kept.
+    /// For a string that pydantic's lax `int` (`float`: its `float`) takes: whether its
+    /// value lies within `lo..=hi` (`inf` and `nan` never do); `None` for another value.
     pub fn string_within(&self, lo: i128, hi: i128, float: bool) -> Option<bool> {
         let c = self.coerce();
         if !(if float { c.float } else { c.int }) {
@@ -116,69 +146,55 @@ impl Scalar {
         let t = self.number_text()?;
         if !float {
             // Digits with an optional fraction of zeros.
-            let n: i128 = t.split('.').next()?.parse().ok()?;
-            return Some((lo..=hi).contains(&n));
+            return Some((lo..=hi).contains(&saturating_int(t.split('.').next()?)?));
         }
         let word = t.trim_start_matches(['+', '-']).to_ascii_lowercase();
         if matches!(word.as_str(), "inf" | "infinity" | "nan") {
             return Some(false);
         }
-        let x: f64 = t.parse().ok()?;
-        Some(lo as f64 <= x && x <= hi as f64)
+        Some(float_within(t.parse().ok()?, lo, hi))
     }
 
     /// For a string: whether it is one of `words` (exactly, as pydantic compares a
-    /// `Literal`); `None` for a string too long to have been kept, or for another value.
+    /// `Literal`; none longer than [`MAX_WORD`]); `None` for another value.
     pub fn is_one_of(&self, words: &[&str]) -> Option<bool> {
-        let text = self.text()?;
-        Some(words.iter().any(|w| w.as_bytes() == &text[..]))
+        debug_assert!(words.iter().all(|w| w.len() <= MAX_WORD));
+        match self {
+            Scalar::Text => Some(false),
+            _ => {
+                let text = self.text()?;
+                Some(words.iter().any(|w| w.as_bytes() == &text[..]))
+            }
+        }
     }
 
     /// For a string: whether it holds a lone surrogate (`ED A0..BF` in WTF-8); `None` for
-    /// a string too long to have been kept, or for another value.
+    /// another value.
     pub fn lone_surrogate(&self) -> Option<bool> {
-        let text = self.text()?;
-        Some(super::has_surrogate(&text))
+        match self {
+            Scalar::Text => Some(false),
+            _ => Some(super::has_surrogate(&self.text()?)),
+        }
     }
 
-    /// For a number: whether it lies within `lo..=hi` (exactly for integers, as a float
-    /// otherwise); `None` for a long number that is no integer literal, or another value.
+    /// For a number: whether it lies within `lo..=hi` (exactly, as Python compares its
+    /// `int` or `float` with the bounds); `None` for another value.
     pub fn number_within(&self, lo: i128, hi: i128) -> Option<bool> {
-        // At least 10^23 either way: within only a bound that is absent (an open end).
-        const LONG: i128 = 10i128.pow(23);
-        if let Scalar::LongInt(_, negative) = *self {
-            let end = if negative { lo } else { hi };
-            return match end {
-                i128::MIN | i128::MAX => Some(true),
-                end if end.abs() < LONG => Some(false),
-                _ => None,
-            };
+        let token = std::str::from_utf8(self.number()?).ok()?;
+        if !token.contains(['.', 'e', 'E']) {
+            return Some((lo..=hi).contains(&saturating_int(token)?));
         }
-        let Scalar::Short(Kind::Number { .. }, len, ref bytes) = *self else {
-            return None;
-        };
-        let text = std::str::from_utf8(&bytes[..usize::from(len)]).ok()?;
-        if let Ok(n) = text.parse::<i128>() {
-            return Some((lo..=hi).contains(&n));
-        }
-        let x: f64 = text.parse().ok()?;
-        // Bounds are whole numbers; as floats they are exact up to 2^53, beyond which
-        // only an equal float could be misjudged.
-        Some(lo as f64 <= x && x <= hi as f64)
+        // Valid JSON number text is valid Rust float text; overflow gives an infinity, as
+        // `json.loads` does.
+        Some(float_within(token.parse().ok()?, lo, hi))
     }
 
     /// For a number: whether it is written without fraction or exponent (`json.loads`
-    /// makes it an `int`); `None` for a long number that is no integer literal, or another
-    /// value.
+    /// makes it an `int`); `None` for another value.
     pub fn json_int(&self) -> Option<bool> {
-        if let Scalar::LongInt(..) = self {
-            return Some(true);
-        }
-        let Scalar::Short(Kind::Number { .. }, len, ref bytes) = *self else {
-            return None;
-        };
         Some(
-            !bytes[..usize::from(len)]
+            !self
+                .number()?
                 .iter()
                 .any(|c| matches!(c, b'.' | b'e' | b'E')),
         )
@@ -186,12 +202,50 @@ impl Scalar {
 
     /// What pydantic makes of it.
     pub fn coerce(&self) -> Coerce {
-        match *self {
-            Scalar::None => Coerce::NONE,
-            Scalar::Short(kind, len, ref bytes) => of(kind, &bytes[..usize::from(len)]),
-            Scalar::Classified(c) | Scalar::LongInt(c, _) => c,
+        match self.token() {
+            Some((kind, token)) => of(kind, token),
+            None => Coerce::NONE,
         }
     }
+}
+
+/// Digits with an optional sign as an `i128`, saturated beyond its range (no bound that a
+/// field declares reaches it; an open end is `i128::MIN` or `i128::MAX`).
+fn saturating_int(digits: &str) -> Option<i128> {
+    match digits.parse::<i128>() {
+        Ok(n) => Some(n),
+        Err(_)
+            if !digits
+                .trim_start_matches(['+', '-'])
+                .bytes()
+                .all(|b| b.is_ascii_digit()) =>
+        {
+            None
+        }
+        Err(_) if digits.starts_with('-') => Some(i128::MIN),
+        Err(_) => Some(i128::MAX),
+    }
+}
+
+/// Whether a float lies within integer bounds, compared exactly as Python compares a float
+/// with an int (`inf` past every bound but an open end, `nan` within none).
+fn float_within(x: f64, lo: i128, hi: i128) -> bool {
+    // For integers, `lo <= x` exactly when `lo <= floor(x)`, and `x <= hi` when
+    // `ceil(x) <= hi`; the casts saturate, so the infinities meet only an open end.
+    !x.is_nan() && lo <= x.floor() as i128 && x.ceil() as i128 <= hi
+}
+
+/// Whether a number token is an integer literal too large for a float: Python's `float()`
+/// of the `int` that `json.loads` makes of it overflows (at 2^1024 − 2^970, where it would
+/// round to 2^1024), so pydantic's `float` refuses it.
+pub fn overflows_float(token: &[u8]) -> bool {
+    // 2^1024 has 309 digits; a shorter integer is a finite float.
+    token.len() >= 309
+        && !token.iter().any(|c| matches!(c, b'.' | b'e' | b'E'))
+        && std::str::from_utf8(token)
+            .ok()
+            .and_then(|t| t.parse::<f64>().ok())
+            .is_some_and(f64::is_infinite)
 }
 
 /// What pydantic's lax `int` makes of a value.
@@ -230,11 +284,8 @@ pub fn int_value(kind: Kind, token: &[u8]) -> IntValue {
         }
         Kind::Str { .. } => {
             let raw = &token[1..token.len() - 1];
-            if raw.len() > MAX_SCALAR_TEXT {
-                return match no_number(raw) {
-                    true => IntValue::Refused,
-                    false => IntValue::Unknown,
-                };
+            if no_number(raw) {
+                return IntValue::Refused;
             }
             let decoded = scan::decoded(raw);
             if !text(&decoded).int {
@@ -249,23 +300,28 @@ pub fn int_value(kind: Kind, token: &[u8]) -> IntValue {
     }
 }
 
-/// Strings longer than this (as written, escapes and all) are not decoded: no bool word is
-/// that long, and they are taken as accepted by `int` and `float` (the type checks then
-/// refuse nothing on their account; only padding or zeros make such a number) unless a
-/// byte shows they are no number ([`no_number`]).
-const MAX_SCALAR_TEXT: usize = 64;
-
-/// Whether a string as written holds, before its first escape, an ASCII byte no text that
-/// `int` or `float` takes can hold: one that is not a digit, sign, point, underscore, white
-/// space, exponent or a letter of `inf`, `infinity` and `nan`. One pass that stops at the
-/// first such byte or escape: a long data URL is settled by its fifth byte, not read whole.
+/// Whether a string as written holds a character no text that `int` or `float` takes can
+/// hold: an ASCII one that is not a digit, sign, point, underscore, white space, exponent or
+/// a letter of `inf`, `infinity` and `nan`, written as it is or as a one-letter escape. One
+/// pass that stops at the first such character, or at a `\u` escape (which it does not
+/// decode): a long data URL or prose is settled by its first bytes, not read whole.
 fn no_number(raw: &[u8]) -> bool {
-    for &b in raw {
-        if b == b'\\' {
-            return false;
-        }
+    let mut bytes = raw.iter();
+    while let Some(&b) = bytes.next() {
+        let c = match b {
+            b'\\' => match bytes.next() {
+                Some(b'u') | None => return false,
+                Some(b'f') => 0x0C,
+                Some(b'n') => b'\n',
+                Some(b'r') => b'\r',
+                Some(b't') => b'\t',
+                // `\b`, `\"`, `\\` and `\/`: none is numeric.
+                Some(_) => return true,
+            },
+            b => b,
+        };
         let numeric = matches!(
-            b.to_ascii_lowercase(),
+            c.to_ascii_lowercase(),
             b'0'..=b'9'
                 | b'+'
                 | b'-'
@@ -281,7 +337,7 @@ fn no_number(raw: &[u8]) -> bool {
                 | b'y'
                 | b'a'
         );
-        if b.is_ascii() && !numeric {
+        if c.is_ascii() && !numeric {
             return true;
         }
     }
@@ -301,9 +357,6 @@ pub fn of(kind: Kind, token: &[u8]) -> Coerce {
 /// `int`, without the other two readings, which are the costly ones.
 pub fn string_int(token: &[u8]) -> bool {
     let raw = &token[1..token.len() - 1];
-    if raw.len() > MAX_SCALAR_TEXT {
-        return !no_number(raw);
-    }
     // Most strings are words: an ASCII first byte that is no digit, sign, whitespace or
     // escape settles it (an integer's text starts with a digit or a sign once trimmed).
     let settled = |b: &u8| {
@@ -331,13 +384,9 @@ fn starts_number(t: &[u8]) -> bool {
 }
 
 fn string(raw: &[u8]) -> Coerce {
-    if raw.len() > MAX_SCALAR_TEXT {
-        let maybe = !no_number(raw);
-        return Coerce {
-            bool: None,
-            int: maybe,
-            float: maybe,
-        };
+    // Bool words are short, and a byte that shows no number settles the rest unread.
+    if raw.len() > 6 * 5 && no_number(raw) {
+        return Coerce::NONE;
     }
     text(&scan::decoded(raw))
 }
@@ -489,7 +538,7 @@ fn number(token: &[u8]) -> Coerce {
             return Coerce {
                 bool,
                 int: true,
-                float: true,
+                float: !(fraction.is_empty() && overflows_float(token)),
             };
         }
     }
@@ -744,8 +793,8 @@ mod tests {
     }
 
     #[test]
-    fn integers_past_short_lie_outside_every_finite_bound() {
-        let number = |t: &str| Scalar::new(Kind::Number { zero: false }, t.as_bytes());
+    fn long_numbers_are_judged_exactly() {
+        let number = |t: &str| Scalar::new(Kind::Number { zero: false }, t.as_bytes(), false);
         let (i64_lo, i64_hi) = (i128::from(i64::MIN), i128::from(i64::MAX));
         let big = number("1000000000000000000000000");
         assert_eq!(big.number_within(i64_lo, i64_hi), Some(false));
@@ -759,13 +808,62 @@ mod tests {
         let small = number("-100000000000000000000000");
         assert_eq!(small.number_within(0, i128::MAX), Some(false));
         assert_eq!(small.number_within(i128::MIN, 5), Some(true));
-        // A long float is left unjudged, as before.
-        let long_float = number("1.000000000000000000000001");
-        assert_eq!(long_float.number_within(-2, 2), None);
+        // Past i128 too: saturated, still outside every finite bound.
+        let huge = number(&format!("-{}", "9".repeat(60)));
+        assert_eq!(huge.number_within(i128::MIN, 0), Some(true));
+        assert_eq!(huge.number_within(i64_lo, 0), Some(false));
+        // Floats of any length, as Python compares them (the real server: `stream_interval`
+        // of `0.00000000000000000000000` is below its bound of 1).
+        let zero = number("0.00000000000000000000000");
+        assert_eq!(zero.number_within(1, i128::MAX), Some(false));
+        assert_eq!(zero.json_int(), Some(false));
+        assert_eq!(
+            number("3.00000000000000000000000").number_within(-2, 2),
+            Some(false)
+        );
+        assert_eq!(
+            number("1.000000000000000000000001").number_within(-2, 2),
+            Some(true)
+        );
+        assert_eq!(
+            number("1e400").number_within(0, i128::MAX),
+            Some(true),
+            "inf, open end"
+        );
+        assert_eq!(number("1e400").number_within(0, 2), Some(false));
     }
 
     #[test]
-    fn long_strings_are_refused_as_numbers_only_when_a_byte_shows_it() {
+    fn floats_compare_with_integer_bounds_exactly() {
+        // 2^63 as a float is above i64::MAX, which `i64::MAX as f64` (2^63) would not show.
+        let two_63 = 9_223_372_036_854_775_808.0;
+        assert!(!float_within(two_63, 0, i128::from(i64::MAX)));
+        assert!(float_within(two_63, 0, i128::from(i64::MAX) + 1));
+        assert!(float_within(-0.5, -1, 0) && !float_within(-1.5, -1, 0));
+        assert!(!float_within(f64::NAN, i128::MIN, i128::MAX));
+        assert!(float_within(f64::INFINITY, 0, i128::MAX));
+        assert!(!float_within(f64::NEG_INFINITY, 0, i128::MAX));
+    }
+
+    #[test]
+    fn integers_too_large_for_a_float_are_no_float() {
+        // Python: float(2**1024 - 2**970) overflows, float(2**1024 - 2**970 - 1) does not
+        // (the real server: `float_type` from the first on; the second is accepted).
+        let threshold = "179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497792";
+        let below = "179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497791";
+        assert!(overflows_float(threshold.as_bytes()));
+        assert!(overflows_float(format!("-{threshold}").as_bytes()));
+        assert!(!overflows_float(below.as_bytes()));
+        let n = |t: &str| of(Kind::Number { zero: false }, t.as_bytes());
+        assert!(!n(threshold).float && n(threshold).int);
+        assert!(n(below).float);
+        // Written with a fraction or an exponent it is a float: `json.loads` makes it inf.
+        assert!(n(&format!("{threshold}.0")).float);
+        assert!(n("2e308").float);
+    }
+
+    #[test]
+    fn long_strings_are_classified_exactly() {
         let c = |long: &str| {
             let token = format!("\"{long}\"");
             let c = of(Kind::Str { empty: false }, token.as_bytes());
@@ -773,31 +871,73 @@ mod tests {
             (c.bool, c.int, c.float)
         };
         // A letter no number holds (pydantic: float_parsing, int_parsing).
-        assert_eq!(c(&"x".repeat(MAX_SCALAR_TEXT + 1)), (None, false, false));
+        assert_eq!(c(&"x".repeat(200)), (None, false, false));
+        assert_eq!(c(&format!("1{}", "z".repeat(200))), (None, false, false));
+        assert_eq!(c(&format!("{}x\\n", "7".repeat(200))), (None, false, false));
+        // A one-letter escape is read as its character: a newline pads, a quote settles it.
+        assert_eq!(c(&format!("\\n{}\\n", "7".repeat(200))), (None, true, true));
         assert_eq!(
-            c(&format!("1{}", "z".repeat(MAX_SCALAR_TEXT))),
+            c(&format!("\\n{}\\\"", "7".repeat(200))),
             (None, false, false)
         );
-        // Before an escape, it is as written (the real server: int_parsing).
+        assert_eq!(c(&format!("{}\\nx", "7".repeat(200))), (None, false, false));
+        // Digits and padding of any length are numbers; a word's letters or a non-ASCII
+        // character are read whole (full-width digits are no digits: int_parsing).
+        assert_eq!(c(&"7".repeat(200)), (None, true, true));
         assert_eq!(
-            c(&format!("{}x\\n", "7".repeat(MAX_SCALAR_TEXT))),
+            c(&format!("{}infinity", " ".repeat(200))),
+            (None, false, true)
+        );
+        assert_eq!(
+            c(&format!("{}\u{e9}", "7".repeat(200))),
             (None, false, false)
         );
-        // Digits, padding, an escape first or a word's letters: taken as accepted.
-        for long in [
-            "7".repeat(MAX_SCALAR_TEXT + 1),
-            format!("{}\\n", "7".repeat(MAX_SCALAR_TEXT)),
-            format!("{}\\nx", "7".repeat(MAX_SCALAR_TEXT)),
-            format!("{}infinity", " ".repeat(MAX_SCALAR_TEXT)),
-            format!("{}\u{e9}", "7".repeat(MAX_SCALAR_TEXT)),
-        ] {
-            assert_eq!(c(&long), (None, true, true), "{long}");
-        }
+        assert_eq!(c(&"\u{ff15}".repeat(30)), (None, false, false));
+        assert_eq!(
+            c(&format!("\u{3000}{}\u{3000}", "5".repeat(40))),
+            (None, true, true)
+        );
         let escaped_word = "\\u0074\\u0072\\u0075\\u0065";
         let c = of(
             Kind::Str { empty: false },
             format!("\"{escaped_word}\"").as_bytes(),
         );
         assert_eq!(c.bool, Some(true));
+    }
+
+    #[test]
+    fn long_strings_keep_what_the_type_checks_ask() {
+        let string = |s: &str, surrogate: bool| {
+            Scalar::new(
+                Kind::Str { empty: false },
+                format!("\"{s}\"").as_bytes(),
+                surrogate,
+            )
+        };
+        // A Literal's word, past the inline length (the real server: `literal_error`).
+        let effort = string(&"a".repeat(23), false);
+        assert_eq!(effort.is_one_of(&["low", "medium", "high"]), Some(false));
+        let escaped = string("\\u006c\\u006f\\u0077", false);
+        assert_eq!(escaped.is_one_of(&["low", "medium", "high"]), Some(true));
+        // A lone surrogate after a long run (the real server: `string_unicode`).
+        let salt = string(&format!("{}\\ud800", "a".repeat(300)), true);
+        assert_eq!(salt.lone_surrogate(), Some(true));
+        let pair = string(&format!("{}\\ud83d\\ude00", "a".repeat(300)), true);
+        assert_eq!(pair.lone_surrogate(), Some(false));
+        // A numeric string's value, however long (the real server: `seed` past its bound).
+        let seed = string(&"1".repeat(23), false);
+        assert_eq!(
+            seed.string_within(i128::from(i64::MIN), i128::from(i64::MAX), false),
+            Some(false)
+        );
+        let padded = string(&format!("{}7", "0".repeat(40)), false);
+        assert_eq!(padded.string_within(0, 10, false), Some(true));
+        assert_eq!(padded.int_string_sign(), Some(1));
+        // Prose is not kept, and is no word, number or surrogate.
+        let prose = string(&"Tell me about the picture. ".repeat(40), false);
+        assert_eq!(prose, Scalar::Text);
+        assert_eq!(prose.is_one_of(&["auto"]), Some(false));
+        assert_eq!(prose.lone_surrogate(), Some(false));
+        assert_eq!(prose.coerce(), Coerce::NONE);
     }
 }

@@ -420,30 +420,29 @@ impl Member {
         self.scalar.coerce()
     }
 
-    /// For a string: whether it is one of `words` (a `Literal`); `None` when that is not
-    /// known (a string over [`coerce::SHORT`] bytes as written, or another value).
+    /// For a string: whether it is one of `words` (a `Literal`); `None` for another value.
     pub fn is_one_of(&self, words: &[&str]) -> Option<bool> {
         self.scalar.is_one_of(words)
     }
 
-    /// For a string: whether it holds a lone surrogate (`None` when that is not known).
+    /// For a string: whether it holds a lone surrogate (`None` for another value).
     pub fn lone_surrogate(&self) -> Option<bool> {
         self.scalar.lone_surrogate()
     }
 
-    /// For a number: whether it lies within `lo..=hi` (`None` when that is not known).
+    /// For a number: whether it lies within `lo..=hi` (`None` for another value).
     pub fn number_within(&self, lo: i128, hi: i128) -> Option<bool> {
         self.scalar.number_within(lo, hi)
     }
 
     /// For a number: whether `json.loads` makes it a Python `int` (written without fraction
-    /// or exponent); `None` for a number too long to have been kept, or another value.
+    /// or exponent); `None` for another value.
     pub fn json_int(&self) -> Option<bool> {
         self.scalar.json_int()
     }
 
     /// For a string pydantic's lax `int` (`float`: `float`) reads: whether its value lies
-    /// within `lo..=hi` (`None` when that is not known).
+    /// within `lo..=hi` (`None` for another value).
     pub fn string_within(&self, lo: i128, hi: i128, float: bool) -> Option<bool> {
         self.scalar.string_within(lo, hi, float)
     }
@@ -458,8 +457,7 @@ impl Member {
         }
     }
 
-    /// For a string of up to [`coerce::SHORT`] bytes that pydantic's lax `int` takes: the
-    /// sign of its value.
+    /// For a string that pydantic's lax `int` takes: the sign of its value.
     pub fn int_string_sign(&self) -> Option<Sign> {
         Some(match self.scalar.int_string_sign()? {
             -1 => Sign::MinusOne,

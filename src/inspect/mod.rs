@@ -158,7 +158,8 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             Kind::Array { .. } => (sc.inner(), sc.inner_len()),
             _ => (KindSet::NONE, 0),
         };
-        let scalar = coerce::Scalar::new(kind, &sc.text()[value_start..sc.pos]);
+        let scalar =
+            coerce::Scalar::new(kind, &sc.text()[value_start..sc.pos], sc.surrogate_escape());
         let on = || kind == Kind::Bool(true) || scalar.coerce().bool == Some(true);
         match &name[..] {
             b"use_beam_search" => facts.beam_search = on(),
@@ -378,7 +379,8 @@ fn dict_value(sc: &mut Scanner<'_>, nested: &mut KindSet) -> Result<Kind, Syntax
                 .or(KindSet::NUMBER)
                 .or(KindSet::NON_FINITE)
                 .or(KindSet::STR)
-                .or(KindSet::NOT_INT);
+                .or(KindSet::NOT_INT)
+                .or(KindSet::NOT_FLOAT);
             if matches!(kind, Kind::Array { .. }) && !sc.inner().within(scalars) {
                 kinds = kinds.or(KindSet::OBJECT);
             }
@@ -609,10 +611,14 @@ fn prompt_list(
         }
         Ok(kind)
     })?;
-    // Booleans, and numbers and strings that pydantic's `int` takes (no `NOT_INT`).
-    let ints = sc
-        .inner()
-        .within(KindSet::BOOL.or(KindSet::NUMBER).or(KindSet::STR));
+    // Booleans, and numbers and strings that pydantic's `int` takes (no `NOT_INT`; an
+    // integer too large for a float is still an int).
+    let ints = sc.inner().within(
+        KindSet::BOOL
+            .or(KindSet::NUMBER)
+            .or(KindSet::STR)
+            .or(KindSet::NOT_FLOAT),
+    );
     let form = match (empty, texts, ints || lists) {
         (true, _, _) => PromptForm::Empty,
         (false, true, _) => PromptForm::Text,

@@ -143,7 +143,7 @@ impl Kind {
 /// A set of JSON kinds, without their details: the kinds of an array's elements, or those
 /// a declared element type may accept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct KindSet(u8);
+pub struct KindSet(u16);
 
 impl KindSet {
     /// No kind.
@@ -165,8 +165,11 @@ impl KindSet {
     /// Not a kind: a number or string that pydantic's `int` refuses (`1.5`, `"a"`). Found
     /// beside `NUMBER` or `STR`; a declared element type other than `int` may accept it.
     pub const NOT_INT: KindSet = KindSet(1 << 7);
+    /// Not a kind: an integer literal too large for a float (`float()` of it overflows),
+    /// which pydantic's `float` refuses. Found beside `NUMBER`; `int` accepts it.
+    pub const NOT_FLOAT: KindSet = KindSet(1 << 8);
     /// Every kind.
-    pub const ANY: KindSet = KindSet(0xff);
+    pub const ANY: KindSet = KindSet(0x1ff);
 
     /// Both sets.
     pub const fn or(self, other: KindSet) -> KindSet {
@@ -212,6 +215,9 @@ pub struct Scanner<'a> {
     stack: Vec<bool>,
     inner: KindSet,
     inner_len: usize,
+    /// Whether the last string scanned holds a `\uD800`..`\uDFFF` escape (the only way a
+    /// lone surrogate gets into the text).
+    surrogate_escape: bool,
     /// Members recorded so far in objects read as tagged types ([`Scanner::record`]).
     recorded: usize,
     /// And in those read leniently ([`Scanner::record_lenient`]).
@@ -237,6 +243,7 @@ impl<'a> Scanner<'a> {
             stack: Vec::new(),
             inner: KindSet::NONE,
             inner_len: 0,
+            surrogate_escape: false,
             recorded: 0,
             lenient: 0,
         }
@@ -314,11 +321,17 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// Whether the last string scanned holds a surrogate's escape (`\uD800`..`\uDFFF`).
+    pub fn surrogate_escape(&self) -> bool {
+        self.surrogate_escape
+    }
+
     /// Scans a string token starting at the opening quote.
     pub fn string(&mut self) -> Result<StrSpan, SyntaxError> {
         self.expect(b'"', "Expecting '\"'")?;
         let start = self.pos;
         let mut escaped = false;
+        self.surrogate_escape = false;
         loop {
             let run = plain_run(self.b, self.pos);
             if run.non_ascii {
@@ -362,6 +375,10 @@ impl<'a> Scanner<'a> {
                 if self.pos + 6 < self.b.len()
                     && hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
                 {
+                    self.surrogate_escape |= hex.is_some_and(|h| {
+                        h[0].eq_ignore_ascii_case(&b'd')
+                            && matches!(h[1], b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')
+                    });
                     self.pos += 6;
                     Ok(())
                 } else {
@@ -566,9 +583,7 @@ impl<'a> Scanner<'a> {
                     opened = false;
                     if outer {
                         inner = inner.or(KindSet::of(kind));
-                        if !KindSet::NOT_INT.within(inner) {
-                            inner = inner.or(not_int(kind, &self.b[start..self.pos]));
-                        }
+                        inner = inner.or(refined(kind, &self.b[start..self.pos], inner));
                     }
                 }
             }
@@ -634,7 +649,7 @@ impl<'a> Scanner<'a> {
             len += 1;
             let start = self.pos;
             let kind = on_element(self)?;
-            inner = inner.or(not_int(kind, &self.b[start..self.pos]));
+            inner = inner.or(refined(kind, &self.b[start..self.pos], inner));
             self.ws();
             match self.peek() {
                 Some(b',') => {
@@ -653,9 +668,10 @@ impl<'a> Scanner<'a> {
 }
 
 impl Scanner<'_> {
-    /// The kinds of the value just scanned from `start` (`kind`), `NOT_INT` included.
+    /// The kinds of the value just scanned from `start` (`kind`), `NOT_INT` and
+    /// `NOT_FLOAT` included.
     pub fn kinds(&self, kind: Kind, start: usize) -> KindSet {
-        KindSet::of(kind).or(not_int(kind, &self.b[start..self.pos]))
+        KindSet::of(kind).or(refined(kind, &self.b[start..self.pos], KindSet::NONE))
     }
 
     /// The kind of the value at the cursor, from its first bytes (none if it is not a value).
@@ -672,6 +688,26 @@ impl Scanner<'_> {
             _ => KindSet::NONE,
         }
     }
+}
+
+/// `NOT_INT` for a number or string token that pydantic's lax `int` refuses, and
+/// `NOT_FLOAT` for an integer literal its `float` refuses; neither is looked for when `known`
+/// has it already.
+fn refined(kind: Kind, token: &[u8], known: KindSet) -> KindSet {
+    let not_float = match kind {
+        Kind::Number { .. } if !KindSet::NOT_FLOAT.within(known) => {
+            if super::coerce::overflows_float(token) {
+                KindSet::NOT_FLOAT
+            } else {
+                KindSet::NONE
+            }
+        }
+        _ => KindSet::NONE,
+    };
+    if KindSet::NOT_INT.within(known) {
+        return not_float;
+    }
+    not_float.or(not_int(kind, token))
 }
 
 /// `NOT_INT` for a number or string token that pydantic's lax `int` refuses, else nothing.

@@ -756,7 +756,9 @@ pub(super) fn logit_bias(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxErr
         let start = sc.pos;
         let kind = sc.value(3)?;
         let number = match kind {
-            Kind::Number { .. } | Kind::NonFinite | Kind::Bool(_) => true,
+            // An integer too large for a float is refused (`float_type`).
+            Kind::Number { .. } => !coerce::overflows_float(&sc.text()[start..sc.pos]),
+            Kind::NonFinite | Kind::Bool(_) => true,
             Kind::Str { .. } => {
                 let raw = &sc.text()[start + 1..sc.pos - 1];
                 coerce::text(&super::scan::decoded(raw)).float

@@ -35,6 +35,7 @@ fn embed_server() -> UpstreamFacts {
 
 mod earlier;
 mod invocations;
+mod long;
 mod messages;
 mod names;
 mod pooling;
