@@ -192,6 +192,8 @@ impl GateError {
     /// The HTTP status for this error.
     pub fn status(&self) -> StatusCode {
         match self {
+            // vLLM's status where mmgate answers in its words.
+            GateError::Unclassifiable(inv) if inv.vllm_answer().is_some() => inv.vllm_status(),
             GateError::Gate(_)
             | GateError::Unclassifiable(_)
             | GateError::BodyRead(_)

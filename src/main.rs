@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use mmgate::classify::{classify, RootPath, Route};
 use mmgate::config::Config;
-use mmgate::contract::{judge, Head, Invalid, UpstreamFacts, Verdict};
+use mmgate::contract::{judge, Head, UpstreamFacts, Verdict};
 use mmgate::error::gate_body;
 use mmgate::inspect::{Field, Findings};
 
@@ -482,11 +482,7 @@ fn report(verdict: &Verdict, findings: Option<&Findings>) -> (serde_json::Value,
             1,
         ),
         Verdict::Invalid(inv) => {
-            let status = if matches!(inv, Invalid::UnknownModel(_)) {
-                404
-            } else {
-                400
-            };
+            let status = inv.vllm_status().as_u16();
             (
                 json!({"verdict": "invalid", "status": status, "param": null, "fields": fields, "body": inv.vllm_answer().map(|b| String::from_utf8_lossy(&b).into_owned()), "reason": inv.to_string()}),
                 3,

@@ -16,6 +16,7 @@ pub use auth::{ApiKeys, UNAUTHORIZED_BODY};
 pub use unparsed::PARSE_ERROR_BODY;
 
 use bytes::Bytes;
+use http::StatusCode;
 
 use crate::classify::RouteKind;
 use crate::inspect::scan::Kind;
@@ -122,10 +123,10 @@ pub enum Invalid {
     /// The upstream does not serve this route (it answers 404).
     #[error("the upstream does not serve this route")]
     RouteNotServed,
-    /// The body does not parse, or is no JSON object; with vLLM's own answer to it where
-    /// mmgate knows its very words.
+    /// The body does not parse, or is no JSON object; with vLLM's own answer to it (status
+    /// and body) where mmgate knows its very words.
     #[error("{0}")]
-    Body(InspectError, Option<Bytes>),
+    Body(InspectError, Option<(StatusCode, Bytes)>),
     /// A declared field is missing or has the wrong JSON type (a pydantic validation error).
     #[error("{field} must be {expected}")]
     FieldType {
@@ -208,8 +209,18 @@ impl Invalid {
             Invalid::ContentType => Some(Bytes::from_static(
                 crate::error::CONTENT_TYPE_BODY.as_bytes(),
             )),
-            Invalid::Body(_, answer) => answer.clone(),
+            Invalid::Body(_, answer) => answer.as_ref().map(|(_, body)| body.clone()),
             _ => None,
+        }
+    }
+
+    /// The status of vLLM's answer: 404 for an unknown model, 500 for the `RecursionError`s
+    /// of `/invocations`' own parser, else 400.
+    pub fn vllm_status(&self) -> StatusCode {
+        match self {
+            Invalid::UnknownModel(_) => StatusCode::NOT_FOUND,
+            Invalid::Body(_, Some((status, _))) => *status,
+            _ => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -890,6 +901,10 @@ pub fn judge(
     up: &UpstreamFacts,
 ) -> (Verdict, Option<Findings>) {
     let content_type = head.content_type;
+    let max_depth = match route {
+        RouteKind::Invocations => max_depth.min(crate::inspect::INVOCATIONS_MAX_DEPTH),
+        _ => max_depth,
+    };
     let findings = crate::inspect::inspect(body, max_depth);
     if up
         .served_routes

@@ -23,7 +23,8 @@ use crate::classify::RouteKind;
 use crate::error::envelope;
 use crate::inspect::python::{repr, word};
 use crate::inspect::scan::SyntaxError;
-use crate::inspect::{InspectError, RENDER_MAX_DEPTH, SERVE_MAX_DEPTH};
+use crate::inspect::scan::MAX_INT_DIGITS;
+use crate::inspect::{InspectError, INVOCATIONS_MAX_DEPTH, RENDER_MAX_DEPTH, SERVE_MAX_DEPTH};
 
 /// FastAPI's answer to a body whose parsing raised anything but a `JSONDecodeError`.
 pub const PARSE_ERROR_BODY: &str = r#"{"detail":"There was an error parsing the body"}"#;
@@ -50,17 +51,33 @@ impl Session {
     }
 }
 
-/// vLLM's answer to `body`, which `inspect` refused with `error`, on `route`, or `None`
-/// where mmgate cannot know its words.
+/// vLLM's answer to `body`, which `inspect` refused with `error`, on `route` (its status
+/// and body), or `None` where mmgate cannot know its words.
 pub(super) fn answer(
     route: RouteKind,
     error: &InspectError,
     body: &[u8],
     session: Session,
-) -> Option<Bytes> {
-    if route == RouteKind::Invocations {
-        return invocations(error, body, session);
+) -> Option<(StatusCode, Bytes)> {
+    match (route, error) {
+        (
+            RouteKind::Invocations,
+            InspectError::Syntax(SyntaxError::TooDeep {
+                limit: INVOCATIONS_MAX_DEPTH,
+                ..
+            }),
+        ) => too_deep(body, session),
+        (RouteKind::Invocations, _) => invocations(error, body, session).map(bad_request),
+        _ => fastapi(route, error).map(bad_request),
     }
+}
+
+fn bad_request(body: Bytes) -> (StatusCode, Bytes) {
+    (StatusCode::BAD_REQUEST, body)
+}
+
+/// FastAPI's answer on every route but `/invocations`.
+fn fastapi(route: RouteKind, error: &InspectError) -> Option<Bytes> {
     let parse_error = || Some(Bytes::from_static(PARSE_ERROR_BODY.as_bytes()));
     match error {
         InspectError::Empty
@@ -112,6 +129,13 @@ fn invocations(error: &InspectError, body: &[u8], session: Session) -> Option<By
             may_hold_request_type,
             ..
         } => return not_an_object(python_type, may_hold_request_type, body, session),
+        InspectError::Syntax(SyntaxError::IntTooLong { digits, .. }) => {
+            return Some(raised(&format!(
+                "Exceeds the limit ({MAX_INT_DIGITS} digits) for integer string conversion: \
+                 value has {digits} digits; use sys.set_int_max_str_digits() to increase the \
+                 limit"
+            )));
+        }
         InspectError::Decode(ref e) => {
             let message = match e.encoding {
                 "utf-8" => utf8_error(body, e.offset)?,
@@ -125,6 +149,32 @@ fn invocations(error: &InspectError, body: &[u8], session: Session) -> Option<By
     };
     let message = format!("JSON decode error: {what}: line {line} column {column} (char {pos})");
     Some(detail(&message))
+}
+
+/// `/invocations`' answer to a body nested past [`INVOCATIONS_MAX_DEPTH`]: one level more
+/// parses but fails as vLLM encodes it again; past that the parser's `RecursionError` names
+/// the container (or the call to `parse_constant` for `NaN` and the infinities).
+fn too_deep(body: &[u8], session: Session) -> Option<(StatusCode, Bytes)> {
+    let message = match crate::inspect::inspect(body, INVOCATIONS_MAX_DEPTH + 1) {
+        Err(InspectError::Syntax(SyntaxError::TooDeep { opens: b'{', .. })) => {
+            "maximum recursion depth exceeded while decoding a JSON object from a unicode string"
+        }
+        Err(InspectError::Syntax(SyntaxError::TooDeep { opens: b'[', .. })) => {
+            "maximum recursion depth exceeded while decoding a JSON array from a unicode string"
+        }
+        // `NaN` or an infinity: the parser's call to `parse_constant`.
+        Err(InspectError::Syntax(SyntaxError::TooDeep { .. })) => {
+            "maximum recursion depth exceeded while calling a Python object"
+        }
+        // Deeper text that Python would refuse another way first.
+        Err(e) => return invocations(&e, body, session).map(bad_request),
+        Ok(_) => "maximum recursion depth exceeded while encoding a JSON object",
+    };
+    let status = StatusCode::INTERNAL_SERVER_ERROR;
+    Some((
+        status,
+        envelope(status, "InternalServerError", None, message),
+    ))
 }
 
 /// The answer to an `HTTPException` with this 400 `detail` (FastAPI's "Bad Request").
@@ -454,7 +504,7 @@ mod tests {
     }
 
     fn text(route: RouteKind, e: &InspectError) -> Option<String> {
-        answer(route, e, b"", Session::Absent).map(|b| String::from_utf8(b.to_vec()).unwrap())
+        answer(route, e, b"", Session::Absent).map(|(_, b)| String::from_utf8(b.to_vec()).unwrap())
     }
 
     /// `/invocations`' answers to bodies that are no object or no UTF-8 text, each checked
@@ -464,7 +514,7 @@ mod tests {
         let judged = |body: &[u8], session: Session| {
             let e = crate::inspect::inspect(body, RENDER_MAX_DEPTH).unwrap_err();
             answer(RouteKind::Invocations, &e, body, session)
-                .map(|b| String::from_utf8(b.to_vec()).unwrap())
+                .map(|(_, b)| String::from_utf8(b.to_vec()).unwrap())
         };
         let raised = |m: &str| {
             format!(
@@ -604,6 +654,7 @@ mod tests {
         let deep = InspectError::Syntax(SyntaxError::TooDeep {
             offset: 0,
             limit: RENDER_MAX_DEPTH,
+            opens: b'[',
         });
         assert_eq!(
             text(RouteKind::Chat, &deep).as_deref(),
@@ -612,6 +663,7 @@ mod tests {
         let shallow = InspectError::Syntax(SyntaxError::TooDeep {
             offset: 0,
             limit: 64,
+            opens: b'[',
         });
         assert_eq!(text(RouteKind::Chat, &shallow), None, "not vLLM's limit");
         assert_eq!(text(RouteKind::Invocations, &deep), None);

@@ -19,6 +19,11 @@ pub const RENDER_MAX_DEPTH: usize = 970;
 /// deeper: 968 nested containers parse and 969 are refused, on every route.
 pub const SERVE_MAX_DEPTH: usize = 968;
 
+/// `/invocations` on `vllm serve`, which parses the body with its own `json.loads` from a
+/// deeper frame: 964 nested containers pass; at 965 the body parses but vLLM's re-encoding
+/// of it fails, and 966 are refused (both a `RecursionError`, answered with a 500).
+pub const INVOCATIONS_MAX_DEPTH: usize = 964;
+
 /// The two gated top-level fields, in the order vLLM checks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Field {

@@ -23,7 +23,7 @@ pub mod values;
 pub use decode::Encoding;
 pub use findings::{
     Facts, Field, FieldFinding, Findings, InspectError, Kinds, Member, PromptForm, Read, Sign,
-    Signs, StrField, RENDER_MAX_DEPTH, SERVE_MAX_DEPTH,
+    Signs, StrField, INVOCATIONS_MAX_DEPTH, RENDER_MAX_DEPTH, SERVE_MAX_DEPTH,
 };
 pub use scan::{Kind, KindSet};
 use scan::{Scanner, StrSpan, SyntaxError};

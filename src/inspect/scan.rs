@@ -35,6 +35,9 @@ pub enum SyntaxError {
         offset: usize,
         /// The configured limit.
         limit: usize,
+        /// What was to open one level too many: `{`, `[`, or the first byte of `NaN`,
+        /// `Infinity` or `-Infinity` (a call to Python's `parse_constant`).
+        opens: u8,
     },
     /// Bytes that are not UTF-8 (WTF-8) text inside a string. The text is validated as the
     /// scanner meets it, so this is the first undecodable byte: callers report it as the
@@ -49,6 +52,8 @@ pub enum SyntaxError {
     IntTooLong {
         /// Offset in the decoded text.
         offset: usize,
+        /// Its digits.
+        digits: usize,
     },
     /// More members than mmgate records (in the top-level object, or inside its members:
     /// [`MAX_RECORDED`]): a bound on the memory a body can take.
@@ -78,7 +83,7 @@ impl SyntaxError {
             SyntaxError::Invalid { offset, .. }
             | SyntaxError::TooDeep { offset, .. }
             | SyntaxError::NotText { offset }
-            | SyntaxError::IntTooLong { offset }
+            | SyntaxError::IntTooLong { offset, .. }
             | SyntaxError::TooManyMembers { offset, .. } => offset,
         }
     }
@@ -443,7 +448,10 @@ impl<'a> Scanner<'a> {
             float_is_zero(&b[start..i])
         } else {
             if int_end - int_start > MAX_INT_DIGITS {
-                return Err(SyntaxError::IntTooLong { offset: start });
+                return Err(SyntaxError::IntTooLong {
+                    offset: start,
+                    digits: int_end - int_start,
+                });
             }
             b[int_start] == b'0'
         };
@@ -479,16 +487,24 @@ impl<'a> Scanner<'a> {
     }
 
     fn constant(&mut self, word: &'static [u8], depth: usize) -> Result<Kind, SyntaxError> {
+        let start = self.pos;
         let kind = self.literal(word, Kind::NonFinite)?;
-        self.enter(depth)?;
+        self.enter_at(depth, start)?;
         Ok(kind)
     }
 
+    /// Enters the container at the cursor, at `depth`.
     fn enter(&mut self, depth: usize) -> Result<(), SyntaxError> {
+        self.enter_at(depth, self.pos)
+    }
+
+    /// Enters a level at `depth` for the value at `offset`.
+    fn enter_at(&mut self, depth: usize, offset: usize) -> Result<(), SyntaxError> {
         if depth > self.max_depth {
             return Err(SyntaxError::TooDeep {
-                offset: self.pos,
+                offset,
                 limit: self.max_depth,
+                opens: self.b[offset],
             });
         }
         Ok(())

@@ -188,3 +188,103 @@ fn sagemaker_headers_are_read_on_invocations_only() {
     assert_eq!(inv.adapter, Some(&b"other"[..]));
     assert_eq!(inv.session, Some(&b"s1"[..]));
 }
+
+/// `/invocations` parses the body from a deeper frame than FastAPI does (measured on a
+/// real `vllm serve`, pooling and generating alike): 964 levels pass, at 965 the body's
+/// re-encoding fails, past that its decoding; an integer of over 4300 digits is Python's
+/// `ValueError`, answered with a 400. Each is vLLM's answer, given before the gate.
+#[test]
+fn invocations_parse_limits_are_its_own() {
+    let up = UpstreamFacts::default();
+    let answer = |body: &str| match judge(
+        RouteKind::Invocations,
+        Head::content_type(Some(b"application/json")),
+        body.as_bytes(),
+        up.max_json_depth(),
+        &up,
+    ) {
+        (Verdict::Invalid(inv @ Invalid::Body(..)), _) => {
+            let status = inv.vllm_status().as_u16();
+            inv.vllm_answer()
+                .map(|b| (status, String::from_utf8(b.to_vec()).unwrap()))
+        }
+        (other, _) => panic!("{other:?}"),
+    };
+    // `depth` levels in all, the top-level object counted; `inner` innermost.
+    let nested = |depth: usize, open: &str, close: &str, inner: &str| {
+        let n = depth - 2;
+        format!(
+            r#"{{"model":"tiny","input":"hi","mm_processor_kwargs":{{"a":1}},"x":{}{inner}{}}}"#,
+            open.repeat(n),
+            close.repeat(n)
+        )
+    };
+    let internal = |m: &str| {
+        format!(
+            r#"{{"error":{{"message":"{m}","type":"InternalServerError","param":null,"code":500}}}}"#
+        )
+    };
+    let gated = judge(
+        RouteKind::Invocations,
+        Head::content_type(Some(b"application/json")),
+        nested(964, "[", "]", "[]").as_bytes(),
+        up.max_json_depth(),
+        &up,
+    );
+    assert_eq!(gated.0, Verdict::Reject(Field::MmProcessorKwargs));
+    for (open, close, inner) in [("[", "]", "[]"), (r#"{"a":"#, "}", "{}")] {
+        assert_eq!(
+            answer(&nested(965, open, close, inner)).unwrap(),
+            (
+                500,
+                internal("maximum recursion depth exceeded while encoding a JSON object")
+            )
+        );
+    }
+    for (open, close, inner, what) in [
+        ("[", "]", "[[]]", "array"),
+        (r#"{"a":"#, "}", r#"{"a":{}}"#, "object"),
+        ("[", "]", r#"{"a":{"b":[]}}"#, "object"),
+        (r#"{"a":"#, "}", "[[[[1]]]]", "array"),
+    ] {
+        assert_eq!(
+            answer(&nested(965, open, close, inner)).unwrap(),
+            (
+                500,
+                internal(&format!(
+                    "maximum recursion depth exceeded while decoding a JSON {what} from a unicode string"
+                ))
+            ),
+            "{what}"
+        );
+    }
+    assert_eq!(
+        answer(&nested(965, "[", "]", "[NaN]")).unwrap(),
+        (
+            500,
+            internal("maximum recursion depth exceeded while calling a Python object")
+        )
+    );
+    // Other routes of the same server still parse 968 levels.
+    let chat = nested(968, "[", "]", "[]").replace(r#""input":"hi""#, r#""messages":[]"#);
+    let (v, _) = judge(
+        RouteKind::Chat,
+        Head::content_type(Some(b"application/json")),
+        chat.as_bytes(),
+        up.max_json_depth(),
+        &up,
+    );
+    assert!(!matches!(v, Verdict::Invalid(Invalid::Body(..))), "{v:?}");
+    for (digits, sign) in [(4301, ""), (4301, "-"), (5000, "")] {
+        let body = format!(
+            r#"{{"model":"tiny","input":"hi","mm_processor_kwargs":{{"a":1}},"x":[1,{sign}{}]}}"#,
+            "1".repeat(digits)
+        );
+        assert_eq!(
+            answer(&body).unwrap().1,
+            format!(
+                r#"{{"error":{{"message":"Exceeds the limit (4300 digits) for integer string conversion: value has {digits} digits; use sys.set_int_max_str_digits() to increase the limit","type":"BadRequestError","param":null,"code":400}}}}"#
+            )
+        );
+    }
+}
