@@ -593,3 +593,44 @@ async fn a_large_body_cut_short_by_the_client_is_not_forwarded() {
     assert!(c.closed_within(VERDICT).await);
     assert!(fake.received().is_empty());
 }
+
+/// An upgrade other than WebSocket (`Upgrade: h2c` with `Connection: upgrade`, as
+/// `curl --http2` sends): vLLM's server stops reading at the head, serves the request
+/// without its body and answers nothing more on the connection (seen on the real server:
+/// `missing body`, then silence). So here: a kwargs body is never seen (vLLM's own answer
+/// to an empty body, from the upstream), and the connection closes after the answer.
+#[tokio::test]
+async fn an_upgrade_other_than_websocket_is_served_without_its_body() {
+    let (fake, gw) = start().await;
+    let kwargs = r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"a":1}}"#;
+    for upgrade in [
+        "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n",
+        "Connection: keep-alive\r\nConnection: upgrade\r\nUpgrade: foo/2\r\n",
+    ] {
+        let mut c = Conn::open(gw.addr).await;
+        let both = format!("{}{}", post("1.1", upgrade, kwargs), post("1.1", "", CLEAN));
+        c.write(both.as_bytes()).await;
+        let r = c.response().await.unwrap();
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert!(r.text().contains("'missing'"), "{}", r.text());
+        assert_eq!(r.header("connection"), Some("close"), "{}", r.head);
+        assert!(c.closed_within(VERDICT).await, "{upgrade}");
+    }
+    // Only the Upgrade field, or only the token, or an empty Upgrade: no upgrade.
+    for plain in [
+        "Upgrade: h2c\r\n",
+        "Connection: upgrade\r\n",
+        "Connection: upgrade\r\nUpgrade: \r\n",
+    ] {
+        let mut c = Conn::open(gw.addr).await;
+        c.write(post("1.1", plain, kwargs).as_bytes()).await;
+        let r = c.response().await.unwrap();
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert!(
+            r.text().contains("Per-request mm_processor_kwargs"),
+            "{plain}: {}",
+            r.text()
+        );
+    }
+    assert!(fake.received().is_empty(), "the upstream saw a body");
+}

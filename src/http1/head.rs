@@ -175,6 +175,19 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
         Version::HTTP_10 => seen.keep_alive && !seen.close && framing != Framing::Chunked,
         _ => !seen.close,
     };
+    // An upgrade other than WebSocket (`Upgrade: h2c` with `Connection: upgrade`): vLLM's
+    // server (llhttp) stops parsing at the head, so the request is served without its body
+    // and nothing after it on the connection is answered. Here too: no body, and the
+    // connection closes after the answer.
+    let (framing, keep_alive) =
+        if seen.upgrade_token && seen.upgrade_field && !crate::upstream::asks_websocket(&headers) {
+            headers.remove(header::CONTENT_LENGTH);
+            headers.remove(header::TRANSFER_ENCODING);
+            seen.chunked_last = None;
+            (Framing::Empty, false)
+        } else {
+            (framing, keep_alive)
+        };
     let mut request = Request::new(());
     *request.method_mut() = method;
     *request.uri_mut() = uri;
@@ -222,6 +235,10 @@ struct Seen {
     close: bool,
     keep_alive: bool,
     expect_continue: bool,
+    /// `upgrade` among the `Connection` tokens.
+    upgrade_token: bool,
+    /// An `Upgrade` field that is not empty.
+    upgrade_field: bool,
 }
 
 impl Seen {
@@ -245,7 +262,10 @@ impl Seen {
             for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                 self.close |= token.eq_ignore_ascii_case(b"close");
                 self.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+                self.upgrade_token |= token.eq_ignore_ascii_case(b"upgrade");
             }
+        } else if *name == header::UPGRADE {
+            self.upgrade_field |= !value.trim_ascii().is_empty();
         } else if *name == header::EXPECT {
             self.expect_continue = asks_continue(value);
         }
