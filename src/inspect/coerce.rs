@@ -53,7 +53,7 @@ pub enum Scalar {
     /// A longer token, and its kind.
     Long(Kind, Box<[u8]>),
     /// A string longer than [`WORDY`] bytes that a byte shows to be no number ([`no_number`])
-    /// and that holds no surrogate escape (prose, media): not kept.
+    /// and that holds no surrogate (prose, media): not kept.
     Text,
 }
 
@@ -68,9 +68,9 @@ const WORDY: usize = 6 * MAX_WORD + 2;
 pub const MAX_WORD: usize = 64;
 
 impl Scalar {
-    /// Keeps a top-level value's token (a string with its quotes); `surrogate_escape`:
-    /// whether a string holds a `\uD800`..`\uDFFF` escape.
-    pub fn new(kind: Kind, token: &[u8], surrogate_escape: bool) -> Scalar {
+    /// Keeps a top-level value's token (a string with its quotes); `surrogate`: whether a
+    /// string holds a surrogate, escaped or encoded.
+    pub fn new(kind: Kind, token: &[u8], surrogate: bool) -> Scalar {
         match kind {
             Kind::Str { .. } | Kind::Number { .. } if token.len() <= SHORT => {
                 let mut bytes = [0; SHORT];
@@ -78,9 +78,7 @@ impl Scalar {
                 Scalar::Short(kind, token.len() as u8, bytes)
             }
             Kind::Str { .. }
-                if token.len() > WORDY
-                    && !surrogate_escape
-                    && no_number(&token[1..token.len() - 1]) =>
+                if token.len() > WORDY && !surrogate && no_number(&token[1..token.len() - 1]) =>
             {
                 Scalar::Text
             }

@@ -211,12 +211,13 @@ pub fn decode(body: &[u8]) -> Result<Decoded<'_>, DecodeError> {
 }
 
 /// Validates UTF-8 that may also contain encoded surrogates (`ED A0..BF 80..BF`), which
-/// Python's `surrogatepass` accepts. Returns the offset of the first invalid byte.
-pub(super) fn validate_wtf8(mut b: &[u8]) -> Result<(), usize> {
+/// Python's `surrogatepass` accepts: whether it holds one, or the offset of the first
+/// invalid byte.
+pub(super) fn validate_wtf8(mut b: &[u8]) -> Result<bool, usize> {
     let mut base = 0;
     loop {
         match simdutf8::compat::from_utf8(b) {
-            Ok(_) => return Ok(()),
+            Ok(_) => return Ok(base > 0),
             Err(e) => {
                 let i = e.valid_up_to();
                 let tail = &b[i..];
@@ -332,7 +333,8 @@ mod tests {
 
     #[test]
     fn utf8_accepts_encoded_surrogates_only() {
-        assert!(validate_wtf8(b"a\xED\xA0\x80b").is_ok());
+        assert_eq!(validate_wtf8(b"a\xED\xA0\x80b"), Ok(true));
+        assert_eq!(validate_wtf8("a\u{e9}b".as_bytes()), Ok(false));
         assert_eq!(validate_wtf8(b"ab\xFF"), Err(2));
         assert_eq!(validate_wtf8(b"\xC0\xAF"), Err(0));
     }

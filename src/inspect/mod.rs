@@ -158,8 +158,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
             Kind::Array { .. } => (sc.inner(), sc.inner_len()),
             _ => (KindSet::NONE, 0),
         };
-        let scalar =
-            coerce::Scalar::new(kind, &sc.text()[value_start..sc.pos], sc.surrogate_escape());
+        let scalar = coerce::Scalar::new(kind, &sc.text()[value_start..sc.pos], sc.surrogate());
         let on = || kind == Kind::Bool(true) || scalar.coerce().bool == Some(true);
         match &name[..] {
             b"use_beam_search" => facts.beam_search = on(),

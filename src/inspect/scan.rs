@@ -220,9 +220,9 @@ pub struct Scanner<'a> {
     stack: Vec<bool>,
     inner: KindSet,
     inner_len: usize,
-    /// Whether the last string scanned holds a `\uD800`..`\uDFFF` escape (the only way a
-    /// lone surrogate gets into the text).
-    surrogate_escape: bool,
+    /// Whether the last string scanned holds a surrogate: a `\uD800`..`\uDFFF` escape or
+    /// an encoded one (`ED A0..BF`, which `surrogatepass` decodes).
+    surrogate: bool,
     /// Members recorded so far in objects read as tagged types ([`Scanner::record`]).
     recorded: usize,
     /// And in those read leniently ([`Scanner::record_lenient`]).
@@ -248,7 +248,7 @@ impl<'a> Scanner<'a> {
             stack: Vec::new(),
             inner: KindSet::NONE,
             inner_len: 0,
-            surrogate_escape: false,
+            surrogate: false,
             recorded: 0,
             lenient: 0,
         }
@@ -326,9 +326,9 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// Whether the last string scanned holds a surrogate's escape (`\uD800`..`\uDFFF`).
-    pub fn surrogate_escape(&self) -> bool {
-        self.surrogate_escape
+    /// Whether the last string scanned holds a surrogate, escaped or encoded.
+    pub fn surrogate(&self) -> bool {
+        self.surrogate
     }
 
     /// Scans a string token starting at the opening quote.
@@ -336,12 +336,14 @@ impl<'a> Scanner<'a> {
         self.expect(b'"', "Expecting '\"'")?;
         let start = self.pos;
         let mut escaped = false;
-        self.surrogate_escape = false;
+        self.surrogate = false;
         loop {
             let run = plain_run(self.b, self.pos);
             if run.non_ascii {
-                validate_wtf8(&self.b[self.pos..run.end]).map_err(|o| SyntaxError::NotText {
-                    offset: self.pos + o,
+                self.surrogate |= validate_wtf8(&self.b[self.pos..run.end]).map_err(|o| {
+                    SyntaxError::NotText {
+                        offset: self.pos + o,
+                    }
                 })?;
             }
             let i = run.end;
@@ -380,7 +382,7 @@ impl<'a> Scanner<'a> {
                 if self.pos + 6 < self.b.len()
                     && hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
                 {
-                    self.surrogate_escape |= hex.is_some_and(|h| {
+                    self.surrogate |= hex.is_some_and(|h| {
                         h[0].eq_ignore_ascii_case(&b'd')
                             && matches!(h[1], b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')
                     });

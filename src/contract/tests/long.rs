@@ -100,3 +100,20 @@ fn strings_past_the_inline_length_are_read_whole() {
     ));
     assert_eq!(pair, Verdict::Reject(Field::MmProcessorKwargs));
 }
+
+/// An encoded lone surrogate (`ED A0 80`, which `surrogatepass` decodes) in a long string
+/// that a letter shows to be no number is found as an escaped one is (`string_unicode`).
+#[test]
+fn an_encoded_surrogate_in_a_long_string_is_found() {
+    let salt = |tail: &[u8]| {
+        let mut body =
+            br#"{"model":"m","prompt":"hi","mm_processor_kwargs":{"a":1},"cache_salt":"b"#.to_vec();
+        body.extend("\u{1f600}".repeat(100).as_bytes());
+        body.extend_from_slice(tail);
+        body.extend_from_slice(br#""}"#);
+        let f = inspect(&body, RENDER_MAX_DEPTH).unwrap();
+        verdict(RouteKind::Completions, &f, &UpstreamFacts::default())
+    };
+    assert!(refused(&salt(b"\xed\xa0\x80")));
+    assert_eq!(salt(b"c"), Verdict::Reject(Field::MmProcessorKwargs));
+}
