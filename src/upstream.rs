@@ -407,7 +407,7 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
 
 /// Whether a request asks to switch to WebSocket: `Upgrade: websocket` with `upgrade` in
 /// `Connection` (tokens in any case). Other upgrades (`h2c`) are simply not taken.
-pub(crate) fn asks_websocket(headers: &HeaderMap) -> bool {
+fn asks_websocket(headers: &HeaderMap) -> bool {
     let has = |name, token: &str| {
         headers
             .get_all(name)

@@ -606,6 +606,10 @@ async fn an_upgrade_other_than_websocket_is_served_without_its_body() {
     for upgrade in [
         "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n",
         "Connection: keep-alive\r\nConnection: upgrade\r\nUpgrade: foo/2\r\n",
+        // No WebSocket handshake by uvicorn's test (the whole last Upgrade value, the
+        // last Connection field): served without the body too.
+        "Connection: upgrade\r\nUpgrade: h2c, websocket\r\n",
+        "Connection: upgrade\r\nConnection: keep-alive\r\nUpgrade: websocket\r\n",
     ] {
         let mut c = Conn::open(gw.addr).await;
         let both = format!("{}{}", post("1.1", upgrade, kwargs), post("1.1", "", CLEAN));
@@ -632,5 +636,44 @@ async fn an_upgrade_other_than_websocket_is_served_without_its_body() {
             r.text()
         );
     }
+    // A coding without `chunked` (and no length) is not refused then: llhttp never reads
+    // the body.
+    let mut c = Conn::open(gw.addr).await;
+    let gzip = "Connection: upgrade\r\nUpgrade: h2c\r\nTransfer-Encoding: gzip\r\n";
+    c.write(format!("{}hello", head(CHAT, gzip)).as_bytes())
+        .await;
+    let r = c.response().await.unwrap();
+    assert!(
+        r.status == 400 && r.text().contains("'missing'"),
+        "{}",
+        r.text()
+    );
+    assert!(c.closed_within(VERDICT).await);
+    // Both length fields are refused first, upgrade or not (llhttp refuses the head).
+    let mut c = Conn::open(gw.addr).await;
+    let chunked = format!("{:x}\r\n{kwargs}\r\n0\r\n\r\n", kwargs.len());
+    let both = format!(
+        "{}{chunked}",
+        head(
+            CHAT,
+            "Content-Length: 4\r\nTransfer-Encoding: chunked\r\nConnection: upgrade\r\nUpgrade: h2c\r\n"
+        )
+    );
+    c.write(both.as_bytes()).await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("Invalid HTTP request"), "{}", r.text());
+    // A WebSocket handshake by uvicorn's test still gets the 501.
+    let mut c = Conn::open(gw.addr).await;
+    c.write(
+        post(
+            "1.1",
+            "Connection: keep-alive, Upgrade\r\nUpgrade: WebSocket\r\n",
+            kwargs,
+        )
+        .as_bytes(),
+    )
+    .await;
+    assert_eq!(c.response().await.unwrap().status, 501);
     assert!(fake.received().is_empty(), "the upstream saw a body");
 }

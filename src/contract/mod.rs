@@ -933,6 +933,17 @@ pub fn judge(
         };
     }
     match findings {
+        // `/invocations` encodes the parsed body again, which takes one container less.
+        Ok(f) if route == RouteKind::Invocations => {
+            let limit = crate::inspect::INVOCATIONS_MAX_DEPTH - 1;
+            match crate::inspect::containers_within(body, limit) {
+                Ok(()) => (verdict_with(route, &f, up, head), Some(f)),
+                Err(e) => {
+                    let answer = Some(unparsed::reencoding_too_deep());
+                    (Verdict::Invalid(Invalid::Body(e, answer)), Some(f))
+                }
+            }
+        }
         Ok(f) => (verdict_with(route, &f, up, head), Some(f)),
         Err(e) => unparsed(e),
     }

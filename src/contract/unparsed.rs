@@ -62,11 +62,12 @@ pub(super) fn answer(
     match (route, error) {
         (
             RouteKind::Invocations,
-            InspectError::Syntax(SyntaxError::TooDeep {
+            &InspectError::Syntax(SyntaxError::TooDeep {
                 limit: INVOCATIONS_MAX_DEPTH,
+                opens,
                 ..
             }),
-        ) => too_deep(body, session),
+        ) => Some(too_deep(opens)),
         (RouteKind::Invocations, _) => invocations(error, body, session).map(bad_request),
         _ => fastapi(route, error).map(bad_request),
     }
@@ -151,30 +152,34 @@ fn invocations(error: &InspectError, body: &[u8], session: Session) -> Option<By
     Some(detail(&message))
 }
 
-/// `/invocations`' answer to a body nested past [`INVOCATIONS_MAX_DEPTH`]: one level more
-/// parses but fails as vLLM encodes it again; past that the parser's `RecursionError` names
-/// the container (or the call to `parse_constant` for `NaN` and the infinities).
-fn too_deep(body: &[u8], session: Session) -> Option<(StatusCode, Bytes)> {
-    let message = match crate::inspect::inspect(body, INVOCATIONS_MAX_DEPTH + 1) {
-        Err(InspectError::Syntax(SyntaxError::TooDeep { opens: b'{', .. })) => {
+/// `/invocations`' answer to a body nested past [`INVOCATIONS_MAX_DEPTH`]: the parser's
+/// `RecursionError`, naming the container it was entering (or the call to `parse_constant`
+/// for `NaN` and the infinities).
+fn too_deep(opens: u8) -> (StatusCode, Bytes) {
+    internal_error(match opens {
+        b'{' => {
             "maximum recursion depth exceeded while decoding a JSON object from a unicode string"
         }
-        Err(InspectError::Syntax(SyntaxError::TooDeep { opens: b'[', .. })) => {
+        b'[' => {
             "maximum recursion depth exceeded while decoding a JSON array from a unicode string"
         }
-        // `NaN` or an infinity: the parser's call to `parse_constant`.
-        Err(InspectError::Syntax(SyntaxError::TooDeep { .. })) => {
-            "maximum recursion depth exceeded while calling a Python object"
-        }
-        // Deeper text that Python would refuse another way first.
-        Err(e) => return invocations(&e, body, session).map(bad_request),
-        Ok(_) => "maximum recursion depth exceeded while encoding a JSON object",
-    };
+        _ => "maximum recursion depth exceeded while calling a Python object",
+    })
+}
+
+/// `/invocations`' answer to a body that parses but nests a container past what vLLM's
+/// encoding of it again takes ([`INVOCATIONS_MAX_DEPTH`] less one).
+pub(super) fn reencoding_too_deep() -> (StatusCode, Bytes) {
+    internal_error("maximum recursion depth exceeded while encoding a JSON object")
+}
+
+/// vLLM's 500 for an exception of its own.
+fn internal_error(message: &str) -> (StatusCode, Bytes) {
     let status = StatusCode::INTERNAL_SERVER_ERROR;
-    Some((
+    (
         status,
         envelope(status, "InternalServerError", None, message),
-    ))
+    )
 }
 
 /// The answer to an `HTTPException` with this 400 `detail` (FastAPI's "Bad Request").

@@ -163,37 +163,44 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
         seen.note(&name, value.as_bytes())?;
         headers.append(name, value);
     }
-    let framing = match (seen.chunked_last, seen.length) {
-        (Some(false), _) => return Err(bad),
-        (Some(true), _) => Framing::Chunked,
-        (None, Some(0) | None) => Framing::Empty,
-        (None, Some(n)) => Framing::Length(n),
-    };
-    let keep_alive = match version {
-        // A chunked HTTP/1.0 body is read, as vLLM's server reads it, and the connection
-        // closed after the answer (RFC 9112 §6.1).
-        Version::HTTP_10 => seen.keep_alive && !seen.close && framing != Framing::Chunked,
-        _ => !seen.close,
-    };
-    // An upgrade other than WebSocket (`Upgrade: h2c` with `Connection: upgrade`): vLLM's
-    // server (llhttp) stops parsing at the head, so the request is served without its body
-    // and nothing after it on the connection is answered. Here too: no body, and the
-    // connection closes after the answer.
-    let (framing, keep_alive) =
-        if seen.upgrade_token && seen.upgrade_field && !crate::upstream::asks_websocket(&headers) {
-            headers.remove(header::CONTENT_LENGTH);
-            headers.remove(header::TRANSFER_ENCODING);
-            seen.chunked_last = None;
-            (Framing::Empty, false)
-        } else {
-            (framing, keep_alive)
+    // Both length fields: llhttp refuses the head before it looks at an upgrade.
+    let ambiguous = seen.chunked_last.is_some() && seen.length.is_some();
+    // An upgrade (a non-empty `Upgrade` and the `upgrade` token in `Connection`) that is no
+    // WebSocket handshake by uvicorn's test: llhttp stops parsing at the head, so vLLM's
+    // server serves the request without its body and answers nothing after it on the
+    // connection. Here too: no body (its framing fields are not read), and the connection
+    // closes after the answer.
+    let upgrade = seen.upgrade_token && seen.upgrade_field && !uvicorn_websocket(&headers);
+    let (framing, keep_alive) = if upgrade && !ambiguous {
+        for name in [
+            header::CONTENT_LENGTH,
+            header::TRANSFER_ENCODING,
+            header::UPGRADE,
+        ] {
+            headers.remove(name);
+        }
+        (Framing::Empty, false)
+    } else {
+        let framing = match (seen.chunked_last, seen.length) {
+            (Some(false), _) => return Err(bad),
+            (Some(true), _) => Framing::Chunked,
+            (None, Some(0) | None) => Framing::Empty,
+            (None, Some(n)) => Framing::Length(n),
         };
+        let keep_alive = match version {
+            // A chunked HTTP/1.0 body is read, as vLLM's server reads it, and the
+            // connection closed after the answer (RFC 9112 §6.1).
+            Version::HTTP_10 => seen.keep_alive && !seen.close && framing != Framing::Chunked,
+            _ => !seen.close,
+        };
+        (framing, keep_alive)
+    };
     let mut request = Request::new(());
     *request.method_mut() = method;
     *request.uri_mut() = uri;
     *request.version_mut() = version;
     *request.headers_mut() = headers;
-    if seen.chunked_last.is_some() && seen.length.is_some() {
+    if ambiguous {
         request.extensions_mut().insert(AmbiguousFraming);
     }
     if let Some(verbatim) = verbatim {
@@ -271,6 +278,24 @@ impl Seen {
         }
         Ok(())
     }
+}
+
+/// uvicorn's test for a WebSocket handshake: the last `Connection` field holds the
+/// `upgrade` token and the last `Upgrade` field is `websocket` (in any case).
+fn uvicorn_websocket(headers: &HeaderMap) -> bool {
+    let last = |name| {
+        headers
+            .get_all(name)
+            .iter()
+            .next_back()
+            .map(HeaderValue::as_bytes)
+    };
+    let upgrade_token = last(header::CONNECTION).is_some_and(|v| {
+        v.split(|&b| b == b',')
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"upgrade"))
+    });
+    upgrade_token
+        && last(header::UPGRADE).is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"websocket"))
 }
 
 /// Whether an `Expect` field's value asks for `100 Continue`.

@@ -15,8 +15,10 @@
 //!
 //! A string with a lone surrogate is refused by all three (pydantic cannot read it as
 //! text); its bytes are never white space, digits or letters, so the grammars refuse it.
-//! Strings of any length are classified exactly: one that a byte shows to be no number
-//! ([`no_number`], which reads up to the first such byte) is not decoded.
+//! Strings of any length are classified by these rules: one that a byte shows to be no
+//! number ([`no_number`], which reads up to the first such byte) is not decoded. Not
+//! modelled: pydantic-core's refusal of an integer string of over about 4300 digits
+//! (`int_parsing_size`), which mmgate takes as an `int`.
 
 use super::scan::{self, Kind};
 

@@ -20,9 +20,10 @@ pub const RENDER_MAX_DEPTH: usize = 970;
 pub const SERVE_MAX_DEPTH: usize = 968;
 
 /// `/invocations` on `vllm serve`, which parses the body with its own `json.loads` from a
-/// deeper frame: 964 nested containers pass; at 965 the body parses but vLLM's re-encoding
-/// of it fails, and 966 are refused (both a `RecursionError`, answered with a 500).
-pub const INVOCATIONS_MAX_DEPTH: usize = 964;
+/// deeper frame: 965 levels parse (`NaN` and the infinities take one, as everywhere), 966
+/// are refused; and vLLM's encoding of the parsed body again takes only 964 containers
+/// (it counts no constant). Each is a `RecursionError`, answered with a 500.
+pub const INVOCATIONS_MAX_DEPTH: usize = 965;
 
 /// The two gated top-level fields, in the order vLLM checks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

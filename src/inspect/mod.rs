@@ -72,6 +72,16 @@ pub fn inspect(body: &[u8], max_depth: usize) -> Result<Findings, InspectError> 
     })
 }
 
+/// Whether a body that parses nests no container deeper than `max_depth` (constants not
+/// counted, as Python's JSON encoder counts): the nesting error at the first one if it does.
+pub fn containers_within(body: &[u8], max_depth: usize) -> Result<(), InspectError> {
+    let decoded = decode::decode(body)?;
+    let mut sc = Scanner::new(&decoded.text, max_depth).containers_only();
+    sc.ws();
+    sc.value(1)?;
+    Ok(())
+}
+
 /// Python's `JSONDecodeError` for `what` at byte `offset` of the decoded text: positions
 /// in characters (each starts with a non-continuation byte, a lone surrogate included).
 fn json_error(text: &[u8], offset: usize, what: &'static str) -> InspectError {

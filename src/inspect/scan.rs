@@ -223,6 +223,8 @@ pub struct Scanner<'a> {
     /// Whether the last string scanned holds a surrogate: a `\uD800`..`\uDFFF` escape or
     /// an encoded one (`ED A0..BF`, which `surrogatepass` decodes).
     surrogate: bool,
+    /// Whether `NaN` and the infinities take a level (the decoder's `parse_constant` call).
+    constants_nest: bool,
     /// Members recorded so far in objects read as tagged types ([`Scanner::record`]).
     recorded: usize,
     /// And in those read leniently ([`Scanner::record_lenient`]).
@@ -249,6 +251,7 @@ impl<'a> Scanner<'a> {
             inner: KindSet::NONE,
             inner_len: 0,
             surrogate: false,
+            constants_nest: true,
             recorded: 0,
             lenient: 0,
         }
@@ -491,8 +494,17 @@ impl<'a> Scanner<'a> {
     fn constant(&mut self, word: &'static [u8], depth: usize) -> Result<Kind, SyntaxError> {
         let start = self.pos;
         let kind = self.literal(word, Kind::NonFinite)?;
-        self.enter_at(depth, start)?;
+        if self.constants_nest {
+            self.enter_at(depth, start)?;
+        }
         Ok(kind)
+    }
+
+    /// Counts only containers as levels (as Python's JSON encoder does), not the constants'
+    /// `parse_constant` calls.
+    pub fn containers_only(mut self) -> Self {
+        self.constants_nest = false;
+        self
     }
 
     /// Enters the container at the cursor, at `depth`.

@@ -232,6 +232,18 @@ fn invocations_parse_limits_are_its_own() {
         &up,
     );
     assert_eq!(gated.0, Verdict::Reject(Field::MmProcessorKwargs));
+    // A constant innermost takes a level to parse but none to encode: 964 containers and
+    // a `NaN` are gated as 965 containers are not.
+    for constant in ["[NaN]", "[-Infinity]"] {
+        let (v, _) = judge(
+            RouteKind::Invocations,
+            Head::content_type(Some(b"application/json")),
+            nested(964, "[", "]", constant).as_bytes(),
+            up.max_json_depth(),
+            &up,
+        );
+        assert_eq!(v, Verdict::Reject(Field::MmProcessorKwargs), "{constant}");
+    }
     for (open, close, inner) in [("[", "]", "[]"), (r#"{"a":"#, "}", "{}")] {
         assert_eq!(
             answer(&nested(965, open, close, inner)).unwrap(),
