@@ -933,8 +933,12 @@ pub fn judge(
         };
     }
     match findings {
-        // `/invocations` encodes the parsed body again, which takes one container less.
-        Ok(f) if route == RouteKind::Invocations => {
+        // `/invocations` encodes the parsed body again, which takes one container less
+        // (looked for again, for its place, only in a body that nests that deep).
+        Ok(f)
+            if route == RouteKind::Invocations
+                && f.deepest >= crate::inspect::INVOCATIONS_MAX_DEPTH =>
+        {
             let limit = crate::inspect::INVOCATIONS_MAX_DEPTH - 1;
             match crate::inspect::containers_within(body, limit) {
                 Ok(()) => (verdict_with(route, &f, up, head), Some(f)),

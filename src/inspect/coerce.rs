@@ -263,11 +263,7 @@ pub enum IntValue {
 pub fn int_value(kind: Kind, token: &[u8]) -> IntValue {
     let digits = |text: &str| {
         let whole = text.split('.').next().unwrap_or("");
-        match whole.parse::<i128>() {
-            Ok(n) => IntValue::Value(n),
-            Err(_) if whole.starts_with('-') => IntValue::Value(i128::MIN),
-            Err(_) => IntValue::Value(i128::MAX),
-        }
+        IntValue::Value(saturating_int(whole).unwrap_or(i128::MAX))
     };
     match kind {
         Kind::Bool(b) => IntValue::Value(i128::from(b)),

@@ -488,6 +488,9 @@ pub struct Findings {
     /// The members' decoded keys, one after another (lossy where they hold lone
     /// surrogates): one buffer instead of a string per member.
     pub(super) names: String,
+    /// The level of the deepest container (the top-level object is 1; `NaN` and the
+    /// infinities not counted).
+    pub deepest: usize,
 }
 
 impl Findings {

@@ -231,6 +231,7 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
         facts,
         members,
         names,
+        deepest: sc.deepest(),
     })
 }
 

@@ -225,6 +225,8 @@ pub struct Scanner<'a> {
     surrogate: bool,
     /// Whether `NaN` and the infinities take a level (the decoder's `parse_constant` call).
     constants_nest: bool,
+    /// See [`Scanner::deepest`].
+    deepest: usize,
     /// Members recorded so far in objects read as tagged types ([`Scanner::record`]).
     recorded: usize,
     /// And in those read leniently ([`Scanner::record_lenient`]).
@@ -252,6 +254,7 @@ impl<'a> Scanner<'a> {
             inner_len: 0,
             surrogate: false,
             constants_nest: true,
+            deepest: 0,
             recorded: 0,
             lenient: 0,
         }
@@ -509,7 +512,14 @@ impl<'a> Scanner<'a> {
 
     /// Enters the container at the cursor, at `depth`.
     fn enter(&mut self, depth: usize) -> Result<(), SyntaxError> {
-        self.enter_at(depth, self.pos)
+        self.enter_at(depth, self.pos)?;
+        self.deepest = self.deepest.max(depth);
+        Ok(())
+    }
+
+    /// The level of the deepest container entered so far (the top-level one is 1).
+    pub fn deepest(&self) -> usize {
+        self.deepest
     }
 
     /// Enters a level at `depth` for the value at `offset`.
