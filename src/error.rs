@@ -192,10 +192,9 @@ impl GateError {
     /// The HTTP status for this error.
     pub fn status(&self) -> StatusCode {
         match self {
-            // vLLM's status where mmgate answers in its words.
-            GateError::Unclassifiable(inv) if inv.vllm_answer().is_some() => inv.vllm_status(),
+            // vLLM's status where mmgate answers in its words (else 400).
+            GateError::Unclassifiable(inv) => inv.vllm_status(),
             GateError::Gate(_)
-            | GateError::Unclassifiable(_)
             | GateError::BodyRead(_)
             | GateError::MalformedBody(_)
             | GateError::AmbiguousFraming => StatusCode::BAD_REQUEST,
