@@ -140,9 +140,6 @@ pub enum GateError {
     /// A request from a client that is not trusted would reach a trusted pool.
     #[error("this client may not use a trusted pool")]
     UntrustedPool,
-    /// A WebSocket handshake (vLLM's `/v1/realtime`): mmgate does not tunnel upgrades.
-    #[error("WebSocket upgrades are not passed on by this gateway")]
-    WebSocket,
     /// A `CONNECT` (HTTP/2 only: mmgate's HTTP/1.1 server refuses its head as vLLM's does).
     #[error("CONNECT tunnels are not opened by this gateway")]
     Tunnel,
@@ -214,7 +211,7 @@ impl GateError {
             }
             GateError::ValueBound { .. } => StatusCode::BAD_REQUEST,
             GateError::UntrustedPool => StatusCode::FORBIDDEN,
-            GateError::WebSocket | GateError::Tunnel => StatusCode::NOT_IMPLEMENTED,
+            GateError::Tunnel => StatusCode::NOT_IMPLEMENTED,
         }
     }
 
@@ -270,7 +267,6 @@ impl GateError {
             GateError::ValueBound { .. } => "value_bound",
             GateError::PoolUnavailable { .. } => "pool_unavailable",
             GateError::UntrustedPool => "untrusted_pool",
-            GateError::WebSocket => "websocket",
             GateError::Tunnel => "tunnel",
         }
     }
@@ -326,10 +322,6 @@ impl GateError {
             GateError::PoolUnavailable { .. } => (
                 "ServiceUnavailableError",
                 format!("mmgate: {self}; the operator has been told by the health checks. Retry later."),
-            ),
-            GateError::WebSocket => (
-                "NotImplementedError",
-                format!("mmgate: {self} (vLLM's /v1/realtime); open realtime sessions to vLLM directly."),
             ),
             GateError::Tunnel => (
                 "NotImplementedError",

@@ -22,7 +22,7 @@ mod deadline;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -44,6 +44,8 @@ pub struct Progress {
     ambiguous: AtomicU64,
     begun: AtomicU64,
     ends: Ends,
+    /// The connection became a WebSocket tunnel: its bytes are no longer HTTP.
+    switched: AtomicBool,
 }
 
 const NONE: u64 = u64::MAX;
@@ -54,6 +56,7 @@ impl Progress {
             ambiguous: AtomicU64::new(NONE),
             begun: AtomicU64::new(0),
             ends: Ends::new(),
+            switched: AtomicBool::new(false),
         }
     }
 
@@ -87,6 +90,12 @@ impl Exchange {
     /// a time, in order, after their head was read, so the answer is final here.
     pub fn ambiguous(&self) -> bool {
         self.progress.ambiguous.load(Ordering::Acquire) == self.index
+    }
+
+    /// Notes that the connection became a tunnel after this request ([`crate::tunnel`]):
+    /// its reads are no longer watched nor timed (its writes still are).
+    pub fn switched(&self) {
+        self.progress.switched.store(true, Ordering::Relaxed);
     }
 }
 
@@ -153,6 +162,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
         let before = buf.filled().len();
         let this = &mut *self;
         let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if this.framing.progress.switched.load(Ordering::Relaxed) {
+            return polled;
+        }
         match polled {
             Poll::Ready(Ok(())) => this.framing.feed(&buf.filled()[before..]),
             Poll::Pending if this.framing.state != State::Done => {

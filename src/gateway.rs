@@ -30,6 +30,7 @@ use crate::metrics::Metrics;
 use crate::pool::Pool;
 use crate::record::{ClientRequests, Outcome, Recorder};
 use crate::rewrite::{nullify, strip};
+use crate::tunnel::Switch;
 use crate::upstream::{remove_hop_by_hop, ResponseFields, SliceBody, Upstream};
 
 /// The response header that lists the fields mmgate removed.
@@ -59,6 +60,13 @@ impl Answer {
         }
         response
     }
+}
+
+/// What is sent upstream: a request, or a WebSocket handshake ([`crate::tunnel`]).
+#[derive(Clone, Copy)]
+enum Exchange {
+    Request,
+    Handshake,
 }
 
 /// The running gateway: configuration, identity tables, pools, limiters, metrics and
@@ -233,6 +241,14 @@ impl Gateway {
             e.to_response()
         });
         recorder.finish(res.status().as_u16());
+        if Switch::is_on(&res) {
+            // A tunnel: what the request holds is held until it ends.
+            Switch::hold(&res, Box::new(held));
+            return Answer {
+                response: res,
+                upstream_fields: None,
+            };
+        }
         let response = res.map(|inner| {
             Body::new(Tracked {
                 inner,
@@ -256,12 +272,16 @@ impl Gateway {
         if req.extensions().get::<AmbiguousFraming>().is_some() {
             return Err(GateError::AmbiguousFraming);
         }
+        // A WebSocket handshake (vLLM's realtime sessions) is tunnelled, not judged: vLLM's
+        // server reads no body after such a head, and answers it as a WebSocket. It goes on
+        // with its fields as they came (its upgrade ones are the point; vLLM refuses one
+        // with a body's fields in its own words).
+        let websocket =
+            req.version() < http::Version::HTTP_2 && crate::tunnel::asks_websocket(req.headers());
         // Everything below reads the headers vLLM will get: a header the client names in
-        // `Connection` is removed before forwarding, so no verdict may rest on it. Upgrades
-        // are hop-by-hop too: a WebSocket handshake sent on without them would reach vLLM
-        // as a plain GET (a 404), so it is refused here in plain words.
-        if remove_hop_by_hop(req.headers_mut()) {
-            return Err(GateError::WebSocket);
+        // `Connection` is removed before forwarding, so no verdict may rest on it.
+        if !websocket {
+            remove_hop_by_hop(req.headers_mut());
         }
         // Over HTTP/2 a CONNECT comes as a request with only an authority: forwarded, it
         // would reach vLLM as a request line no server takes.
@@ -274,7 +294,7 @@ impl Gateway {
             req.uri().path_and_query().map_or("/", |p| p.as_str()),
             &self.config.vllm.root_path,
         );
-        if let Route::Gated(kind) = route {
+        if let (Route::Gated(kind), false) = (route, websocket) {
             outcome.route = Some(kind);
         }
         outcome.spoofed_header = self.identifier.drop_spoofed_header(req.headers_mut(), conn);
@@ -287,6 +307,20 @@ impl Gateway {
             ClientId::Anonymous => ANONYMOUS.into(),
         };
         self.limits.check_rate(who.client)?;
+        if websocket {
+            let pool = self.client_view(who.client, None).pool;
+            return self
+                .exchange(
+                    Exchange::Handshake,
+                    pool,
+                    who.client,
+                    req,
+                    conn,
+                    outcome,
+                    held,
+                )
+                .await;
+        }
         match route {
             Route::Ungated => {
                 let pool = &self.pools[self.client_view(who.client, None).pool];
@@ -477,6 +511,23 @@ impl Gateway {
         outcome: &mut Outcome,
         held: &mut Held,
     ) -> Result<Response<Body>, GateError> {
+        self.exchange(Exchange::Request, pool, id, req, conn, outcome, held)
+            .await
+    }
+
+    /// Sends a request (or a WebSocket handshake, whose tunnel then holds the admission,
+    /// [`crate::tunnel`]) to a member of `pool`, once the pool admits it.
+    #[allow(clippy::too_many_arguments)]
+    async fn exchange(
+        &self,
+        kind: Exchange,
+        pool: PoolId,
+        id: ClientId,
+        req: &mut Request<Body>,
+        conn: &ConnInfo,
+        outcome: &mut Outcome,
+        held: &mut Held,
+    ) -> Result<Response<Body>, GateError> {
         let pool = &self.pools[pool];
         outcome.pool = Some(pool.name);
         if !pool.available() {
@@ -491,10 +542,16 @@ impl Gateway {
         held.member = member;
         let sent = Instant::now();
         let errors = &self.metrics.upstream_errors;
-        let res = upstream.forward(req, conn, errors, sent).await;
+        let res = match kind {
+            Exchange::Request => upstream
+                .forward(req, conn, errors, sent)
+                .await
+                .map(|(res, fields, arrived)| (res, Some(fields), arrived)),
+            Exchange::Handshake => upstream.handshake(req, conn, errors, sent).await,
+        };
         let (res, answered) = match res {
             Ok((res, fields, arrived)) => {
-                held.upstream_fields = Some(fields);
+                held.upstream_fields = fields;
                 (Ok(res), arrived)
             }
             Err(e) => (Err(e), Instant::now()),

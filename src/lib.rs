@@ -22,7 +22,8 @@
 //! 8. [`rewrite`] strips the gated fields when the action says so; [`pool`] picks a healthy
 //!    member and [`upstream`] forwards on its own kept-alive HTTP/1.1 connections, written
 //!    and read from the request's task, and streams the response back; [`error`] is the one
-//!    place errors become HTTP responses.
+//!    place errors become HTTP responses. A WebSocket handshake is forwarded alone and,
+//!    once the upstream switches, joined to it byte for byte ([`tunnel`]).
 //! 9. [`record`] records the [`record::Outcome`] once: metrics ([`metrics`]) and one log line.
 //!
 //! [`server`] binds the listeners, starts it all and drains on shutdown; [`reload`] swaps in a
@@ -62,5 +63,6 @@ pub mod report;
 pub mod rewrite;
 pub mod server;
 pub mod tls;
+pub mod tunnel;
 pub mod upstream;
 mod vectored;

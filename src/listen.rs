@@ -31,6 +31,7 @@ mod stall;
 use crate::framing::{AmbiguousFraming, Exchange, Watched};
 use crate::identify::PeerCertificate;
 use crate::reload::Live;
+use crate::tunnel::Switch;
 
 /// What is known about a client connection, attached to each of its requests.
 #[derive(Debug, Clone)]
@@ -380,11 +381,46 @@ where
             req.headers_mut()
                 .insert("x-forwarded-proto", http::HeaderValue::from_static("https"));
         }
+        // A WebSocket handshake's connection, once hyper has written the `101`.
+        let upgrade = (req.version() < http::Version::HTTP_2
+            && crate::tunnel::asks_websocket(req.headers()))
+        .then(|| hyper::upgrade::on(&mut req));
         let gw = live.gateway();
         let conn = conn.clone();
         async move {
             // hyper writes the header map: a forwarded response's fields join it.
-            let res = gw.handle(req.map(Body::new), &conn).await.into_response();
+            let mut res = gw.handle(req.map(Body::new), &conn).await.into_response();
+            if let Some(upgrade) = upgrade {
+                match Switch::take(&mut res) {
+                    Some(switched) => {
+                        *res.headers_mut() = switched.header_map();
+                        // The connection is the tunnel's: timed as busy while it lasts.
+                        exchange.switched();
+                        tokio::spawn(async move {
+                            let _exchange = exchange;
+                            let spliced = match upgrade.await {
+                                Ok(client) => switched.splice(TokioIo::new(client), &[]).await,
+                                Err(e) => Err(std::io::Error::other(e)),
+                            };
+                            if let Err(e) = spliced {
+                                tracing::debug!(error = %e, "WebSocket tunnel ended with an error");
+                            }
+                        });
+                        return Ok(res.map(|inner| Answer {
+                            inner,
+                            _exchange: None,
+                        }));
+                    }
+                    // A refused handshake: the connection closes after the answer, as
+                    // vLLM's server closes it.
+                    None => {
+                        res.headers_mut().insert(
+                            http::header::CONNECTION,
+                            http::HeaderValue::from_static("close"),
+                        );
+                    }
+                }
+            }
             Ok::<_, Infallible>(res.map(|inner| {
                 let answer = Answer {
                     inner,
@@ -403,7 +439,7 @@ where
             }))
         }
     });
-    let served = builder.serve_connection(TokioIo::new(stream), service);
+    let served = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
     watcher.watch(served.into_owned()).await
 }
 

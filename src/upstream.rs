@@ -33,13 +33,14 @@ use tokio::time::Instant;
 use crate::config;
 use crate::error::GateError;
 use crate::listen::ConnInfo;
+use crate::tunnel::{Switch, Switched};
 
 mod conns;
 mod fields;
 mod h1;
 pub mod host;
 pub(crate) use conns::on_worker_thread;
-use conns::{Conns, Leased, SendError};
+use conns::{Conns, Leased, Opened, SendError};
 pub use fields::ResponseFields;
 use h1::Failure;
 
@@ -92,12 +93,7 @@ impl Upstream {
         errors: &IntCounterVec,
         sent: Instant,
     ) -> Result<(Response<Body>, ResponseFields, Instant), GateError> {
-        // The connection writes the URI's path and query (origin form); an HTTP/2 client's
-        // authority is sent as `Host` (`host::replacement`), its scheme not at all.
-        if let Some(h) = host::replacement(req, conn.own_host()) {
-            req.headers_mut().insert(header::HOST, h);
-        }
-        let forwarded = forwarded(req.headers(), conn.remote_ip());
+        let forwarded = self.prepare(req, conn);
         // mmgate's own server sends an HTTP/1.1 client a chunked body as the chunks came.
         let pass_chunks = conn.own_http1() && req.version() == http::Version::HTTP_11;
         if req.version() < http::Version::HTTP_11 {
@@ -106,59 +102,106 @@ impl Upstream {
             req.headers_mut().remove(header::EXPECT);
         }
         *req.version_mut() = http::Version::HTTP_11;
-        match self.send(req, &forwarded, sent, pass_chunks).await {
+        let due = sent + self.response_timeout;
+        match self
+            .conns
+            .send(req, &forwarded, sent, due, pass_chunks)
+            .await
+        {
             Ok((res, fields)) => {
                 let arrived = Instant::now();
-                let res = res.map(|inner| {
-                    Body::new(Watched {
-                        inner,
-                        idle: self.response_timeout,
-                        waiting: Some(arrived),
-                        deadline: None,
-                        errors: errors.clone(),
-                    })
-                });
-                Ok((res, fields, arrived))
+                Ok((self.watched(res, errors, arrived), fields, arrived))
             }
-            Err((e, kind)) => {
-                if let Some(kind) = kind {
-                    errors.with_label_values(&[kind]).inc();
-                }
-                Err(e)
-            }
+            Err(e) => Err(self.failure(e, errors)),
         }
     }
 
-    /// Sends a request at `now` and maps failures to [`GateError`] and their `kind` label
-    /// (none when the request's own body failed: the client broke off its upload).
-    async fn send(
+    /// Sends a WebSocket handshake ([`crate::tunnel`]) at `sent`, its head alone (with its
+    /// fields as they came, hop-by-hop ones included) on a connection of its own. A switch
+    /// comes back as a `101` carrying its [`Switch`] (no fields: the head goes to the client
+    /// as it came); any other answer as [`Upstream::forward`] returns it.
+    pub async fn handshake(
         &self,
         req: &mut Request<Body>,
-        set: &[(HeaderName, HeaderValue)],
-        now: Instant,
-        pass_chunks: bool,
-    ) -> Result<(Response<Leased>, ResponseFields), (GateError, Option<&'static str>)> {
-        let due = now + self.response_timeout;
-        match self.conns.send(req, set, now, due, pass_chunks).await {
-            Err(SendError::Failed(Failure::TimedOut)) => {
+        conn: &ConnInfo,
+        errors: &IntCounterVec,
+        sent: Instant,
+    ) -> Result<(Response<Body>, Option<ResponseFields>, Instant), GateError> {
+        let forwarded = self.prepare(req, conn);
+        let due = sent + self.response_timeout;
+        match self.conns.handshake(req, &forwarded, due).await {
+            Ok(Opened::Switched(head, early, io)) => {
+                let mut res = Response::new(Body::empty());
+                *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+                Switch::attach(&mut res, Switched::new(head, early, Box::new(io)));
+                Ok((res, None, Instant::now()))
+            }
+            Ok(Opened::Answered(res, fields)) => {
+                let arrived = Instant::now();
+                Ok((self.watched(res, errors, arrived), Some(fields), arrived))
+            }
+            Err(e) => Err(self.failure(e, errors)),
+        }
+    }
+
+    /// Readies a request to go out: `Host` set where it had none valid (an HTTP/2 client's
+    /// authority, `host::replacement`; its scheme is not sent), and the `X-Forwarded-*`
+    /// fields to write in place of its own.
+    fn prepare(&self, req: &mut Request<Body>, conn: &ConnInfo) -> Forwarded {
+        if let Some(h) = host::replacement(req, conn.own_host()) {
+            req.headers_mut().insert(header::HOST, h);
+        }
+        forwarded(req.headers(), conn.remote_ip())
+    }
+
+    /// A response whose body is watched for breaking off or stalling.
+    fn watched(
+        &self,
+        res: Response<Leased>,
+        errors: &IntCounterVec,
+        arrived: Instant,
+    ) -> Response<Body> {
+        res.map(|inner| {
+            Body::new(Watched {
+                inner,
+                idle: self.response_timeout,
+                waiting: Some(arrived),
+                deadline: None,
+                errors: errors.clone(),
+            })
+        })
+    }
+
+    /// Maps a failed exchange to a [`GateError`], counted in `errors` by kind.
+    fn failure(&self, e: SendError, errors: &IntCounterVec) -> GateError {
+        let (e, kind) = self.failure_kind(e);
+        if let Some(kind) = kind {
+            errors.with_label_values(&[kind]).inc();
+        }
+        e
+    }
+
+    /// A failed exchange as a [`GateError`] and its `kind` label (none when the request's
+    /// own body failed: the client broke off its upload).
+    fn failure_kind(&self, e: SendError) -> (GateError, Option<&'static str>) {
+        match e {
+            SendError::Failed(Failure::TimedOut) => {
                 let e = GateError::UpstreamTimeout {
                     upstream: self.authority.to_string(),
                     millis: self.response_timeout.as_millis(),
                 };
-                Err((e, Some("timeout")))
+                (e, Some("timeout"))
             }
-            Err(SendError::Connect(reason)) => {
+            SendError::Connect(reason) => {
                 let unreachable = GateError::UpstreamUnreachable {
                     upstream: self.authority.to_string(),
                     reason,
                 };
-                Err((unreachable, Some("connect")))
+                (unreachable, Some("connect"))
             }
-            Err(SendError::Failed(Failure::Reset(e))) => Err((self.failed(e), Some("reset"))),
-            Err(SendError::Failed(Failure::Protocol(e))) => Err((self.failed(e), Some("protocol"))),
-            Err(SendError::Failed(Failure::ClientBody(e))) => Err((e, None)),
-            // Its hop-by-hop fields were left out as its head was read.
-            Ok(res) => Ok(res),
+            SendError::Failed(Failure::Reset(e)) => (self.failed(e), Some("reset")),
+            SendError::Failed(Failure::Protocol(e)) => (self.failed(e), Some("protocol")),
+            SendError::Failed(Failure::ClientBody(e)) => (e, None),
         }
     }
 
@@ -187,10 +230,13 @@ impl Upstream {
                 .insert(header::AUTHORIZATION, value.clone());
         }
         let fetch = async {
+            let now = Instant::now();
+            let due = now + self.response_timeout;
             let (res, _) = self
-                .send(&mut req, &[], Instant::now(), false)
+                .conns
+                .send(&mut req, &[], now, due, false)
                 .await
-                .map_err(|(e, _)| e)?;
+                .map_err(|e| self.failure_kind(e).0)?;
             let status = res.status();
             let body = axum::body::to_bytes(Body::new(res.into_body()), 16 << 20)
                 .await
@@ -376,10 +422,7 @@ impl http_body::Body for Watched {
 }
 
 /// Removes hop-by-hop headers: the fixed list and every header `Connection` names.
-///
-/// Returns whether they asked to switch to WebSocket (`asks_websocket`), which is looked
-/// at only when they hold hop-by-hop fields (most requests hold none).
-pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
+pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     // One pass over the names finds the fixed ones (most messages carry none, and then
     // nothing is allocated); removing by `HeaderName` skips parsing a name per lookup.
     let mut named: Vec<HeaderName> = headers
@@ -388,9 +431,8 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
         .cloned()
         .collect();
     if named.is_empty() {
-        return false;
+        return;
     }
-    let websocket = asks_websocket(headers);
     named.extend(
         headers
             .get_all(header::CONNECTION)
@@ -402,20 +444,6 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
     for name in &named {
         headers.remove(name);
     }
-    websocket
-}
-
-/// Whether a request asks to switch to WebSocket: `Upgrade: websocket` with `upgrade` in
-/// `Connection` (tokens in any case). Other upgrades (`h2c`) are simply not taken.
-fn asks_websocket(headers: &HeaderMap) -> bool {
-    let has = |name, token: &str| {
-        headers
-            .get_all(name)
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
-    };
-    has(header::UPGRADE, "websocket") && has(header::CONNECTION, "upgrade")
 }
 
 /// The headers that are always hop-by-hop.

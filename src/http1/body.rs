@@ -81,6 +81,13 @@ impl Shared {
         })))
     }
 
+    /// The reader and its unread bytes, if nothing else holds them.
+    pub(super) fn into_parts(this: Arc<Self>) -> Option<(OwnedReadHalf, BytesMut)> {
+        let reading = Arc::try_unwrap(this).ok()?.0;
+        let reading = reading.into_inner().unwrap_or_else(PoisonError::into_inner);
+        Some((reading.io, reading.buf))
+    }
+
     pub(super) fn lock(&self) -> MutexGuard<'_, Reading> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -165,19 +165,22 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
     }
     // Both length fields: llhttp refuses the head before it looks at an upgrade.
     let ambiguous = seen.chunked_last.is_some() && seen.length.is_some();
-    // An upgrade (a non-empty `Upgrade` and the `upgrade` token in `Connection`) that is no
-    // WebSocket handshake by uvicorn's test: llhttp stops parsing at the head, so vLLM's
-    // server serves the request without its body and answers nothing after it on the
-    // connection. Here too: no body (its framing fields are not read), and the connection
-    // closes after the answer.
-    let upgrade = seen.upgrade_token && seen.upgrade_field && !uvicorn_websocket(&headers);
+    // An upgrade (a non-empty `Upgrade` and the `upgrade` token in `Connection`): llhttp
+    // stops parsing at the head. One that is no WebSocket handshake by uvicorn's test is
+    // served without its body, and nothing after it is answered on the connection. Here
+    // too: no body (its framing fields are not read), and the connection closes after the
+    // answer. A WebSocket handshake keeps its fields (it is forwarded as it came,
+    // [`crate::tunnel`]); what follows its head is the tunnel's, not a body.
+    let upgrade = seen.upgrade_token && seen.upgrade_field;
     let (framing, keep_alive) = if upgrade && !ambiguous {
-        for name in [
-            header::CONTENT_LENGTH,
-            header::TRANSFER_ENCODING,
-            header::UPGRADE,
-        ] {
-            headers.remove(name);
+        if !crate::tunnel::asks_websocket(&headers) {
+            for name in [
+                header::CONTENT_LENGTH,
+                header::TRANSFER_ENCODING,
+                header::UPGRADE,
+            ] {
+                headers.remove(name);
+            }
         }
         (Framing::Empty, false)
     } else {
@@ -278,24 +281,6 @@ impl Seen {
         }
         Ok(())
     }
-}
-
-/// uvicorn's test for a WebSocket handshake: the last `Connection` field holds the
-/// `upgrade` token and the last `Upgrade` field is `websocket` (in any case).
-fn uvicorn_websocket(headers: &HeaderMap) -> bool {
-    let last = |name| {
-        headers
-            .get_all(name)
-            .iter()
-            .next_back()
-            .map(HeaderValue::as_bytes)
-    };
-    let upgrade_token = last(header::CONNECTION).is_some_and(|v| {
-        v.split(|&b| b == b',')
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"upgrade"))
-    });
-    upgrade_token
-        && last(header::UPGRADE).is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"websocket"))
 }
 
 /// Whether an `Expect` field's value asks for `100 Continue`.

@@ -34,6 +34,7 @@ use crate::chunked::Chunked;
 use crate::gateway::Answer;
 use crate::listen::ConnInfo;
 use crate::reload::Live;
+use crate::tunnel::{Switch, Switched};
 use crate::vectored::Gather;
 use body::{Continue, Remaining, RequestBody, Shared};
 use head::{Fields, Framing};
@@ -123,11 +124,13 @@ pub async fn serve(
                 break;
             }
         };
-        let _answering = write::Answering::enter();
+        let answering = write::Answering::enter();
 
         // Hand the request to the gateway; its body is read from the connection.
         let version = head.request.version();
-        let is_head = head.request.method() == http::Method::HEAD;
+        // A WebSocket handshake's answer is no HTTP answer to `HEAD`: its body is sent.
+        let is_head = head.request.method() == http::Method::HEAD
+            && !crate::tunnel::asks_websocket(head.request.headers());
         let body = {
             let mut r = shared.lock();
             r.expect = if head.expect_continue && head.framing != Framing::Empty {
@@ -154,10 +157,14 @@ pub async fn serve(
         };
         let gateway = live.gateway();
         let answer = pin!(gateway.handle(head.request.map(|()| body), &conn));
-        let Some(answer) = answer_or_gone(answer, &shared, &mut io).await else {
+        let Some(mut answer) = answer_or_gone(answer, &shared, &mut io).await else {
             // The client left (or `100 Continue` could not be sent): the request is dropped.
             return;
         };
+        if let Some(switched) = Switch::take(&mut answer.response) {
+            drop((answer, answering));
+            return tunnel(switched, shared, io).await;
+        }
 
         // Write the response.
         let body_done = {
@@ -178,6 +185,24 @@ pub async fn serve(
         }
     }
     linger(&shared, io).await;
+}
+
+/// Writes the upstream's `101` head as it came, then joins the client's connection (with
+/// what it sent after its handshake) to the upstream's until both directions have ended.
+async fn tunnel(switched: Switched, shared: Arc<Shared>, mut io: OwnedWriteHalf) {
+    if io.write_all(switched.head()).await.is_err() {
+        return;
+    }
+    // The handshake had no body: nothing else holds the read side now.
+    let Some((read, early)) = Shared::into_parts(shared) else {
+        return;
+    };
+    let Ok(stream) = read.reunite(io) else {
+        return;
+    };
+    if let Err(e) = switched.splice(stream, &early).await {
+        tracing::debug!(error = %e, "WebSocket tunnel ended with an error");
+    }
 }
 
 /// Polls the gateway's `answer`, sending `100 Continue` when the body asks for it and

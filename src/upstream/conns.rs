@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::fields::ResponseFields;
-use super::h1::{Conn, Failure, Link, Reuse, Stream, Streamed};
+use super::h1::{Conn, Failure, Handshake, Link, Reuse, Stream, Streamed};
 
 /// Idle connections kept per member and worker thread at most (the oldest is closed first).
 const MAX_IDLE: usize = 1024;
@@ -79,6 +79,16 @@ pub(super) enum SendError {
     Connect(String),
     /// The exchange failed before a whole response head.
     Failed(Failure),
+}
+
+/// What a WebSocket handshake opened (one per handshake, returned once: its size costs
+/// nothing worth a box).
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Opened {
+    /// The upstream switched: its `101` head, what it sent after it, the connection.
+    Switched(bytes::Bytes, bytes::BytesMut, Stream),
+    /// A final answer.
+    Answered(Response<Leased>, ResponseFields),
 }
 
 /// A response body that hands its connection back to the idle list when it has ended.
@@ -157,6 +167,35 @@ impl Conns {
         let mut res = Response::new(body);
         *res.status_mut() = head.status;
         Ok((res, head.fields))
+    }
+
+    /// Sends a WebSocket handshake on a connection of its own (never an idle one, and it
+    /// never goes back): the switch ([`Opened::Switched`]), or a final answer as
+    /// [`Conns::send`] returns one.
+    pub(super) async fn handshake(
+        self: &Arc<Self>,
+        req: &mut Request<Body>,
+        set: &[(HeaderName, HeaderValue)],
+        due: Instant,
+    ) -> Result<Opened, SendError> {
+        let conn = Box::pin(tokio::time::timeout_at(due, self.connect()))
+            .await
+            .map_err(|_| SendError::Failed(Failure::TimedOut))??;
+        Ok(
+            match conn
+                .handshake(req, set, due)
+                .await
+                .map_err(SendError::Failed)?
+            {
+                Handshake::Switched { head, early, io } => Opened::Switched(head, early, io),
+                Handshake::Answered(head, framing, conn) => {
+                    let body = Streamed::new(conn, framing, Checkin(Arc::downgrade(self)));
+                    let mut res = Response::new(body);
+                    *res.status_mut() = head.status;
+                    Opened::Answered(res, head.fields)
+                }
+            },
+        )
     }
 
     async fn connect(&self) -> Result<Conn, SendError> {

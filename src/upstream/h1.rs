@@ -174,6 +174,68 @@ impl Link {
         Ok((head, framing, self))
     }
 
+    /// Sends a WebSocket handshake: its head alone, with its fields as they came (those of
+    /// `set` in place of its own), then reads the answer: the switch, with what the upstream
+    /// sent after its `101` head, or a final answer (whose connection is not reused).
+    /// Fails with [`Failure::TimedOut`] if no whole answer head has come by `due`.
+    pub(super) async fn handshake(
+        mut self: Box<Self>,
+        req: &mut Request<Body>,
+        set: &[(HeaderName, HeaderValue)],
+        due: Instant,
+    ) -> Result<Handshake, Failure> {
+        let mut timer = self.timer.take();
+        // vLLM's server answers a handshake as a WebSocket server, whatever its method: a
+        // `HEAD` one's refusal has its body too.
+        let method = match *req.method() {
+            Method::HEAD => Method::GET,
+            ref other => other.clone(),
+        };
+        put_head(&mut self.out, req, set, true);
+        self.out.put(b"\r\n");
+        let done = {
+            let exchange = std::pin::pin!(async {
+                let reset = |e: std::io::Error| Failure::Reset(format!("writing the request: {e}"));
+                self.out.flush(&mut self.io).await.map_err(reset)?;
+                self.io.flush().await.map_err(reset)?;
+                self.read_switch(&method).await
+            });
+            within(exchange, &mut timer, due).await
+        };
+        Ok(match done? {
+            Answer::Switched(head) => Handshake::Switched {
+                head,
+                early: std::mem::take(&mut self.buf),
+                io: self.io,
+            },
+            Answer::Final(head, mut framing) => {
+                framing.keep_alive = false;
+                self.timer = timer;
+                Handshake::Answered(head, framing, self)
+            }
+        })
+    }
+
+    /// Reads the answer to a handshake: a `101` head (split off the buffer as it came), or
+    /// a final head; other informational heads are skipped.
+    async fn read_switch(&mut self, method: &Method) -> Result<Answer, Failure> {
+        loop {
+            let mut fields = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+            let mut parsed = httparse::Response::new(&mut []);
+            if let Some(len) = parse_front(&mut parsed, &self.buf, &mut fields)? {
+                if parsed.code == Some(101) {
+                    return Ok(Answer::Switched(self.buf.split_to(len).freeze()));
+                }
+                if let Some((head, framing)) = self.parse_head(method, false)? {
+                    return Ok(Answer::Final(head, framing));
+                }
+            }
+            self.make_room()?;
+            let read = std::future::poll_fn(|cx| poll_read(&mut self.io, cx, &mut self.buf));
+            head_read(read.await)?;
+        }
+    }
+
     /// Writes the request; a final response head the upstream sent before it asked for the
     /// body of a request with `Expect: 100-continue` comes back (the body is then never
     /// sent, nor the connection reused).
@@ -192,31 +254,7 @@ impl Link {
             .or_else(|| crate::body::declared_length(headers));
         let chunked = declared.is_none() && !body.is_end_stream();
         let out = &mut self.out;
-        out.put(method.as_str().as_bytes());
-        out.put(b" ");
-        match req.extensions().get::<VerbatimTarget>() {
-            Some(VerbatimTarget(target)) => out.put(&target[..]),
-            None => out.put(
-                req.uri()
-                    .path_and_query()
-                    .map_or("/", |p| p.as_str())
-                    .as_bytes(),
-            ),
-        }
-        out.put(b" HTTP/1.1\r\n");
-        let mut expect = false;
-        for (name, value) in headers {
-            if name != header::CONTENT_LENGTH && !set.iter().any(|(n, _)| n == name) {
-                if name == header::EXPECT {
-                    // The last one counts, as for the client.
-                    expect = asks_continue(value.as_bytes());
-                }
-                put_field(out, name.as_str().as_bytes(), value.as_bytes());
-            }
-        }
-        for (name, value) in set {
-            put_field(out, name.as_str().as_bytes(), value.as_bytes());
-        }
+        let expect = put_head(out, req, set, false);
         let had_length = headers.contains_key(header::CONTENT_LENGTH);
         match declared {
             Some(n) if n > 0 || had_length || !bodiless(method) => {
@@ -420,7 +458,64 @@ impl Link {
     }
 }
 
-/// A `101 Switching Protocols`: mmgate drops `Upgrade` from requests (hop-by-hop), so a
+/// Puts the request line and the fields of `req` (those of `set` in place of its own of the
+/// same names; its `Content-Length` only if `length`), without the blank line that ends the
+/// head; tells whether the request expects `100 Continue` (its last `Expect` field).
+fn put_head(
+    out: &mut Gather,
+    req: &Request<Body>,
+    set: &[(HeaderName, HeaderValue)],
+    length: bool,
+) -> bool {
+    out.put(req.method().as_str().as_bytes());
+    out.put(b" ");
+    match req.extensions().get::<VerbatimTarget>() {
+        Some(VerbatimTarget(target)) => out.put(&target[..]),
+        None => out.put(
+            req.uri()
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .as_bytes(),
+        ),
+    }
+    out.put(b" HTTP/1.1\r\n");
+    let mut expect = false;
+    for (name, value) in req.headers() {
+        if (length || name != header::CONTENT_LENGTH) && !set.iter().any(|(n, _)| n == name) {
+            if name == header::EXPECT {
+                // The last one counts, as for the client.
+                expect = asks_continue(value.as_bytes());
+            }
+            put_field(out, name.as_str().as_bytes(), value.as_bytes());
+        }
+    }
+    for (name, value) in set {
+        put_field(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    expect
+}
+
+/// What a WebSocket handshake got.
+pub(super) enum Handshake {
+    /// The upstream switched: its `101` head as it came, what it sent after it, and the
+    /// connection, which is the tunnel's from now on.
+    Switched {
+        head: Bytes,
+        early: BytesMut,
+        io: Stream,
+    },
+    /// A final answer, read as any response is; the connection closes after it.
+    Answered(Head, Framing, Conn),
+}
+
+/// A handshake's answer head.
+enum Answer {
+    Switched(Bytes),
+    Final(Head, Framing),
+}
+
+/// A `101 Switching Protocols` to a request other than a WebSocket handshake (those are
+/// sent by [`Link::handshake`]): mmgate drops `Upgrade` from requests (hop-by-hop), so a
 /// switch was never asked for (RFC 9110 §15.2.2). Passed on as a final answer, it would
 /// leave the client's next response on the connection taken for this one.
 fn unasked_switch() -> Failure {

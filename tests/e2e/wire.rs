@@ -117,3 +117,58 @@ pub(crate) async fn request_lines(
         }
     }
 }
+
+/// WebSocket handshakes (vLLM's realtime sessions; these servers have no realtime model):
+/// (request line, the fields after `Host`, the bytes after the head).
+const HANDSHAKES: &[(&str, &str, &str)] = &[
+    ("GET /v1/realtime HTTP/1.1", KEY, ""),
+    ("GET /v1/realtime HTTP/1.1", "", ""),
+    (
+        "GET /v1/realtime HTTP/1.1",
+        "Sec-WebSocket-Version: 8\r\nSec-WebSocket-Key: x\r\n",
+        "",
+    ),
+    ("GET /v1/realtime HTTP/1.0", KEY, ""),
+    ("HEAD /v1/realtime HTTP/1.1", KEY, ""),
+    ("GET /tokenize HTTP/1.1", KEY, ""),
+    (
+        "POST /tokenize HTTP/1.1",
+        "Content-Type: application/json\r\nContent-Length: 63\r\n",
+        OFFENDING,
+    ),
+    (
+        "GET /v1/realtime HTTP/1.1",
+        "Transfer-Encoding: chunked\r\n",
+        "2\r\n{}\r\n0\r\n\r\n",
+    ),
+];
+
+const KEY: &str = "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+
+/// Each of [`HANDSHAKES`] gets the same answer from the untrusted server and through a
+/// reject gateway (which forwards handshakes, `crate::tunnel`), and the connection closes
+/// after it.
+pub(crate) async fn handshakes(
+    untrusted: SocketAddr,
+    reject: SocketAddr,
+    failures: &mut Vec<String>,
+) {
+    for (line, fields, after) in HANDSHAKES {
+        let wire = format!(
+            "{line}\r\nHost: gw\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n{fields}\r\n{after}"
+        );
+        let want = exchange(untrusted, wire.as_bytes()).await;
+        let got = exchange(reject, wire.as_bytes()).await;
+        if want != got {
+            failures.push(format!(
+                "handshake {line:?} {fields:?}: vLLM {} {:?} {}, mmgate {} {:?} {}",
+                want.0,
+                want.1,
+                String::from_utf8_lossy(&want.2),
+                got.0,
+                got.1,
+                String::from_utf8_lossy(&got.2)
+            ));
+        }
+    }
+}

@@ -134,6 +134,13 @@ impl FakeVllm {
 }
 
 async fn handle(State(state): State<Arc<FakeState>>, req: Request) -> Response {
+    if req
+        .headers()
+        .get("upgrade")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"))
+    {
+        return websocket(&state, req);
+    }
     let (parts, body) = req.into_parts();
     let path = parts
         .uri
@@ -207,6 +214,59 @@ async fn handle(State(state): State<Arc<FakeState>>, req: Request) -> Response {
             body.len()
         ),
     )
+}
+
+/// A WebSocket handshake as vLLM's server answers it, its body never read: `GET
+/// /v1/realtime` with a key switches (the fake then sends `session.created\n` and echoes
+/// what it gets in upper case until the client ends its side), one without a key gets 400,
+/// any other path or method 403; a refused handshake closes the connection.
+fn websocket(state: &FakeState, mut req: Request) -> Response {
+    state.received.lock().unwrap().push(Received {
+        method: req.method().clone(),
+        path: req.uri().to_string(),
+        headers: req.headers().clone(),
+        body: Bytes::new(),
+    });
+    let refuse = |status: StatusCode, text: &str| {
+        Response::builder()
+            .status(status)
+            .header("connection", "close")
+            .header("content-type", "text/plain; charset=utf-8")
+            .body(Body::from(text.to_string()))
+            .unwrap()
+    };
+    if req.method() != Method::GET || req.uri().path() != "/v1/realtime" {
+        return refuse(StatusCode::FORBIDDEN, "");
+    }
+    if !req.headers().contains_key("sec-websocket-key") {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "Failed to open a WebSocket connection: missing Sec-WebSocket-Key header.\n",
+        );
+    }
+    let upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let Ok(upgraded) = upgrade.await else { return };
+        let mut io = hyper_util::rt::TokioIo::new(upgraded);
+        if io.write_all(b"session.created\n").await.is_err() {
+            return;
+        }
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = io.read(&mut buf).await {
+            if io.write_all(&buf[..n].to_ascii_uppercase()).await.is_err() {
+                return;
+            }
+        }
+        let _ = io.shutdown().await;
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header("upgrade", "websocket")
+        .header("connection", "Upgrade")
+        .header("sec-websocket-accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+        .body(Body::empty())
+        .unwrap()
 }
 
 fn json(status: StatusCode, body: String) -> Response {

@@ -190,6 +190,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
     }
 
+    /// The next `n` bytes (past any response read), within [`VERDICT`].
+    pub async fn take(&mut self, n: usize) -> Result<Vec<u8>, String> {
+        let deadline = Instant::now() + VERDICT;
+        while self.buf.len() < n {
+            if self.fill(deadline).await? == 0 {
+                return Err(format!("closed after {:?}", self.buf.escape_ascii()));
+            }
+        }
+        Ok(self.buf.drain(..n).collect())
+    }
+
     /// Bytes received but not yet consumed as a response.
     pub fn unread(&self) -> &[u8] {
         &self.buf
