@@ -1,6 +1,7 @@
 //! WebSocket tunnels (vLLM's realtime `/v1/realtime` sessions).
 //!
-//! A handshake (a WebSocket upgrade by uvicorn's test, [`asks_websocket`]) is forwarded as
+//! A handshake (a WebSocket upgrade by uvicorn's test, [`asks_websocket`], marked
+//! [`Handshake`] by the server that read it) is forwarded as
 //! it came, on an upstream connection of its own, and without the bytes after its head:
 //! vLLM's server reads none of them as a body. If the upstream switches (`101`), its head
 //! goes to the client as it came and the two connections are joined byte for byte
@@ -37,6 +38,11 @@ pub fn asks_websocket(headers: &HeaderMap) -> bool {
     upgrade_token
         && last(header::UPGRADE).is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"websocket"))
 }
+
+/// Marks a request the server that read it found to be a WebSocket handshake
+/// ([`asks_websocket`], HTTP/1 only): the gateway tunnels it.
+#[derive(Debug, Clone, Copy)]
+pub struct Handshake;
 
 /// A byte stream to the upstream.
 pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin {}

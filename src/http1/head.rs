@@ -172,8 +172,9 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
     // answer. A WebSocket handshake keeps its fields (it is forwarded as it came,
     // [`crate::tunnel`]); what follows its head is the tunnel's, not a body.
     let upgrade = seen.upgrade_token && seen.upgrade_field;
+    let websocket = upgrade && !ambiguous && crate::tunnel::asks_websocket(&headers);
     let (framing, keep_alive) = if upgrade && !ambiguous {
-        if !crate::tunnel::asks_websocket(&headers) {
+        if !websocket {
             for name in [
                 header::CONTENT_LENGTH,
                 header::TRANSFER_ENCODING,
@@ -208,6 +209,9 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
     }
     if let Some(verbatim) = verbatim {
         request.extensions_mut().insert(verbatim);
+    }
+    if websocket {
+        request.extensions_mut().insert(crate::tunnel::Handshake);
     }
     Ok(Some(Head {
         request,

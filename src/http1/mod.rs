@@ -34,7 +34,7 @@ use crate::chunked::Chunked;
 use crate::gateway::Answer;
 use crate::listen::ConnInfo;
 use crate::reload::Live;
-use crate::tunnel::{Switch, Switched};
+use crate::tunnel::{Handshake, Switch, Switched};
 use crate::vectored::Gather;
 use body::{Continue, Remaining, RequestBody, Shared};
 use head::{Fields, Framing};
@@ -130,7 +130,7 @@ pub async fn serve(
         let version = head.request.version();
         // A WebSocket handshake's answer is no HTTP answer to `HEAD`: its body is sent.
         let is_head = head.request.method() == http::Method::HEAD
-            && !crate::tunnel::asks_websocket(head.request.headers());
+            && head.request.extensions().get::<Handshake>().is_none();
         let body = {
             let mut r = shared.lock();
             r.expect = if head.expect_continue && head.framing != Framing::Empty {
