@@ -216,7 +216,7 @@ def checked(x, kinds):
     return kinds
 
 
-def tags(x, filled=None, nested=False):
+def tags(x, filled=None, nested=False, single=False):
     """For a union of models and TypedDicts told apart by their `type` (`Literal` strings),
     with no before-validators: each type's words, whether it takes an object without a
     `type` or with a null one, and its other fields that are required (less those in
@@ -228,7 +228,7 @@ def tags(x, filled=None, nested=False):
         x = typing.get_args(x)[0]
     if typing.get_origin(x) not in (typing.Union, types.UnionType):
         return None
-    return model_tags(flatten(typing.get_args(x)), filled or {}, nested)
+    return model_tags(flatten(typing.get_args(x)), filled or {}, nested, single)
 
 
 def flatten(members):
@@ -283,12 +283,13 @@ def element_tags(a):
     return found or None
 
 
-def model_tags(models, filled=None, nested=False):
+def model_tags(models, filled=None, nested=False, single=False):
     """`tags` of the union of these models and TypedDicts; unless `nested`, with the tags of
-    their fields' lists of tagged objects and tagged objects (`parts`)."""
+    their fields' lists of tagged objects and tagged objects (`parts`), and with `single`
+    the fields of one model or TypedDict too (`single_tags`)."""
     out = []
     for m in models:
-        tag = model_tag(m, filled, nested)
+        tag = model_tag(m, filled, nested, single=single)
         if tag is None:
             return None
         if tag not in out:
@@ -296,7 +297,7 @@ def model_tags(models, filled=None, nested=False):
     return out
 
 
-def model_tag(m, filled=None, nested=False, untyped=False):
+def model_tag(m, filled=None, nested=False, untyped=False, single=False):
     """One model's or TypedDict's tag (see `tags`), else None. `untyped`: a model that is no
     member of a union, which may have no `type` field (no words: its `type`, if any, is
     another member)."""
@@ -343,7 +344,10 @@ def model_tag(m, filled=None, nested=False, untyped=False):
         if (r and n not in gone) or kinds != set(KINDS)
     )
     listed = () if nested else tuple(
-        (n, p) for n, a, _ in declared for p in [element_tags(a) or object_tags(a)] if p
+        (n, p)
+        for n, a, _ in declared
+        for p in [element_tags(a) or object_tags(a) or (single and single_tags(a))]
+        if p
     )
     return (tuple(words), not tag_required, null, typed, listed)
 
@@ -357,6 +361,17 @@ def object_tags(a):
     if len(members) < 2:
         return None
     return model_tags(members, PART_FILLED, nested=True) or None
+
+
+def single_tags(a):
+    """For a field whose type is one TypedDict or model (or an optional one; a score content
+    part's `image_url`, `video_url`, `prompt_cache_breakpoint`), read one level down as a
+    list of one: its tag (no words: any `type` is another member), else None."""
+    members = [m for m in flatten([a]) if m is not type(None)]
+    if len(members) != 1:
+        return None
+    tag = model_tag(members[0], PART_FILLED, nested=True, untyped=True)
+    return [tag] if tag else None
 
 
 def scalar(a):
@@ -392,7 +407,7 @@ def content_tags(x):
     ann = fields["content"][0]
     if typing.get_origin(ann) is not list:
         return None
-    return tags(typing.get_args(ann)[0])
+    return tags(typing.get_args(ann)[0], single=True)
 
 
 def tags_expr(variant, tags):

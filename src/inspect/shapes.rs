@@ -287,7 +287,10 @@ fn score_input(sc: &mut Scanner<'_>, depth: usize, shape: &mut Shape) -> Result<
                 parts = false;
                 return sc.value(depth + 2);
             }
-            let (kind, part) = Reader::new(&mut shape.keys).object(sc, depth + 2)?;
+            // Its object members (an `image_url`, a `prompt_cache_breakpoint`) are read one
+            // level down too: vLLM's score part types are strict `TypedDict`s.
+            let reader = Reader::with_parts(&mut shape.keys, &mut shape.parts);
+            let (kind, part) = reader.object(sc, depth + 2)?;
             shape.objects.push(part);
             Ok(kind)
         })?;

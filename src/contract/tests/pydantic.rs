@@ -171,6 +171,39 @@ fn list_unions_take_a_list_when_one_list_type_takes_all_of_it() {
     }
 }
 
+/// A score input's content parts are strict `TypedDict`s down to their objects (seen on
+/// the real pooling server): an `image_url` needs a string `url` and a `detail` of its
+/// words, a `video_url` a string `url`, a `prompt_cache_breakpoint` the `explicit` mode.
+#[test]
+fn score_content_parts_are_read_down_to_their_objects() {
+    let up = UpstreamFacts::default();
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    let query = |part: &str| {
+        kwargs_body(&format!(
+            r#""query":{{"content":[{part}]}},"documents":["b"]"#
+        ))
+    };
+    for refused in [
+        r#"{"type":"image_url","image_url":{}}"#,
+        r#"{"type":"image_url","image_url":{"url":1}}"#,
+        r#"{"type":"image_url","image_url":{"url":"u","detail":"x"}}"#,
+        r#"{"type":"image_url","image_url":{"url":"u","detail":null}}"#,
+        r#"{"type":"video_url","video_url":{"url":null}}"#,
+        r#"{"type":"text","text":"a","prompt_cache_breakpoint":{"mode":"x"}}"#,
+        r#"{"type":"text","text":"a","prompt_cache_breakpoint":{"mode":"explicit","ttl":"1h"}}"#,
+    ] {
+        let got = v(RouteKind::Rerank, &query(refused), &up);
+        assert!(matches!(got, Verdict::Invalid(_)), "{refused}: {got:?}");
+    }
+    for taken in [
+        r#"{"type":"image_url","image_url":{"url":"u","detail":"original","x":1}}"#,
+        r#"{"type":"video_url","video_url":{"url":"u"}}"#,
+        r#"{"type":"text","text":"a","prompt_cache_breakpoint":{"mode":"explicit","ttl":"30m"}}"#,
+    ] {
+        assert_eq!(v(RouteKind::Rerank, &query(taken), &up), gate, "{taken}");
+    }
+}
+
 /// `Literal` fields take exactly their words; constrained (`Annotated`) fields are typed
 /// as their inner type, and numbers must lie within their `ge`/`le` bounds.
 #[test]
