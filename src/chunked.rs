@@ -19,8 +19,9 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::digits::size_line;
 
-/// The longest chunk-size line, trailer line or trailer section accepted.
-pub(crate) const MAX_LINE: usize = 8 << 10;
+/// The longest chunk-size line, trailer line or trailer section accepted (vLLM's server
+/// has no bound; a head's is mmgate's).
+pub(crate) const MAX_LINE: usize = 64 << 10;
 
 /// The chunked decoder's place in the body.
 #[derive(Default)]
@@ -173,6 +174,13 @@ impl Chunked {
     fn trailer(&mut self, line: &[u8]) -> Result<(), &'static str> {
         let colon = memchr::memchr(b':', line).ok_or("trailer line without a colon")?;
         let name = HeaderName::from_bytes(&line[..colon]).map_err(|_| "invalid trailer name")?;
+        // llhttp checks a request's trailers as it checks its head: a framing field there is
+        // refused (seen on vLLM's server).
+        if self.strict
+            && (name == http::header::CONTENT_LENGTH || name == http::header::TRANSFER_ENCODING)
+        {
+            return Err("framing field in the trailers");
+        }
         let value = HeaderValue::from_bytes(line[colon + 1..].trim_ascii())
             .map_err(|_| "invalid trailer value")?;
         self.trailers
@@ -313,32 +321,48 @@ fn chunk_size(line: &[u8], strict: bool) -> Result<u64, &'static str> {
     Ok(size)
 }
 
-/// Whether `rest`, what follows a chunk size, is extensions as llhttp reads them: each
-/// `;name` or `;name=value`, a value a token or a quoted string, and no whitespace.
-fn strict_extensions(mut rest: &[u8]) -> bool {
-    let token = |b: &[u8]| b.iter().take_while(|&&c| is_token(c)).count();
-    while let Some(ext) = rest.strip_prefix(b";") {
-        let name = token(ext);
-        if name == 0 {
-            return false;
-        }
-        rest = &ext[name..];
-        let Some(value) = rest.strip_prefix(b"=") else {
-            continue;
-        };
-        let len = match value.strip_prefix(b"\"") {
-            Some(quoted) => match quoted_len(quoted) {
-                Some(n) => n + 1,
+/// Whether `rest`, what follows a chunk size, is extensions as llhttp reads them (seen on
+/// vLLM's server): after each `;` a name of token characters, maybe empty when `=` or
+/// another `;` follows; after `=` a value, maybe empty, of token characters and quoted
+/// strings, of which nothing but `;` or the line's end may follow a quoted one; no
+/// whitespace outside quotes.
+fn strict_extensions(rest: &[u8]) -> bool {
+    #[derive(PartialEq)]
+    enum At {
+        NameStart,
+        Name,
+        Value,
+    }
+    let Some(mut rest) = rest.strip_prefix(b";") else {
+        return rest.is_empty();
+    };
+    let mut at = At::NameStart;
+    while let Some((&c, more)) = rest.split_first() {
+        rest = more;
+        at = match (at, c) {
+            (At::NameStart | At::Name | At::Value, b';') => At::NameStart,
+            (At::NameStart | At::Name, b'=') => At::Value,
+            (At::NameStart | At::Name, c) if is_token(c) => At::Name,
+            (At::Value, c) if is_token(c) => At::Value,
+            (At::Value, b'"') => match quoted_len(rest) {
+                Some(n) => {
+                    rest = &rest[n..];
+                    match rest.split_first() {
+                        None => return true,
+                        Some((b';', more)) => {
+                            rest = more;
+                            At::NameStart
+                        }
+                        Some(_) => return false,
+                    }
+                }
                 None => return false,
             },
-            None => token(value),
+            _ => return false,
         };
-        if len == 0 {
-            return false;
-        }
-        rest = &value[len..];
     }
-    rest.is_empty()
+    // A `;` with nothing after it ends no extension.
+    at != At::NameStart
 }
 
 /// The length of a quoted string's rest after its opening quote, closing quote included
@@ -605,7 +629,20 @@ mod tests {
             (b"1a; name\r\n", Some(26), None),
             (b"1a;name = v\r\n", Some(26), None),
             (b"1a;\r\n", Some(26), None),
-            (b"1a;name=\r\n", Some(26), None),
+            // llhttp's extensions, as vLLM's server reads them: empty names and values,
+            // a quoted string ending a value; but no `;` with nothing after it, and nothing
+            // after a closing quote but `;`.
+            (b"1a;name=\r\n", Some(26), Some(26)),
+            (b"1a;=x\r\n", Some(26), Some(26)),
+            (b"1a;=\r\n", Some(26), Some(26)),
+            (b"1a;a;;b\r\n", Some(26), Some(26)),
+            (b"1a;a=b\"c\"\r\n", Some(26), Some(26)),
+            (b"1a;a=\"b\";c\r\n", Some(26), Some(26)),
+            (b"1a;a=\"b\"c\r\n", Some(26), None),
+            (b"1a;;\r\n", Some(26), None),
+            (b"1a;a=b;\r\n", Some(26), None),
+            (b"1a;\"a\"\r\n", Some(26), None),
+            (b"1a;a=b=c\r\n", Some(26), None),
             (b"1a;x=\"open\r\n", Some(26), None),
             (b"1a;x=\"a\x01\"\r\n", Some(26), None),
             (b"1a;x=v w\r\n", Some(26), None),
@@ -623,5 +660,26 @@ mod tests {
                 String::from_utf8_lossy(line)
             );
         }
+    }
+
+    #[test]
+    fn a_requests_trailers_may_not_carry_framing_fields() {
+        // llhttp checks them as head fields (seen on vLLM's server); a response's are read.
+        let end = |mut c: Chunked, trailer: &str| {
+            let wire = format!("1\r\na\r\n0\r\n{trailer}\r\n\r\n");
+            let mut buf = BytesMut::from(wire.as_bytes());
+            loop {
+                match c.decode(&mut buf) {
+                    Ok(Step::Data(_)) => continue,
+                    Ok(Step::End(_)) => return true,
+                    _ => return false,
+                }
+            }
+        };
+        for trailer in ["Content-Length: 0", "transfer-encoding: chunked"] {
+            assert!(!end(Chunked::request(), trailer), "{trailer}");
+            assert!(end(Chunked::default(), trailer), "{trailer}");
+        }
+        assert!(end(Chunked::request(), "X-Checksum: 1"));
     }
 }

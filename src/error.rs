@@ -140,7 +140,8 @@ pub enum GateError {
     /// A request from a client that is not trusted would reach a trusted pool.
     #[error("this client may not use a trusted pool")]
     UntrustedPool,
-    /// A `CONNECT` (HTTP/2 only: mmgate's HTTP/1.1 server refuses its head as vLLM's does).
+    /// A `CONNECT` with only an authority (HTTP/2, or HTTP/1 over TLS; mmgate's HTTP/1.1
+    /// server refuses that head as vLLM's does).
     #[error("CONNECT tunnels are not opened by this gateway")]
     Tunnel,
     /// The upstream broke the protocol or the connection.

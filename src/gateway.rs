@@ -283,9 +283,13 @@ impl Gateway {
         if !websocket {
             remove_hop_by_hop(req.headers_mut());
         }
-        // Over HTTP/2 a CONNECT comes as a request with only an authority: forwarded, it
-        // would reach vLLM as a request line no server takes.
-        if req.method() == http::Method::CONNECT {
+        // A CONNECT with only an authority (HTTP/2's, or HTTP/1's over TLS): forwarded, it
+        // would reach vLLM as a request line no server takes. One with a path goes on, and
+        // vLLM answers it as any method its route lacks (mmgate's own server refuses the
+        // authority form as vLLM's server does).
+        if req.method() == http::Method::CONNECT
+            && (req.version() == http::Version::HTTP_2 || req.uri().path_and_query().is_none())
+        {
             return Err(GateError::Tunnel);
         }
         // Classified first (it is pure), so that a refusal is counted on its route too.

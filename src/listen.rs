@@ -421,6 +421,14 @@ where
                     }
                 }
             }
+            // uvicorn closes the connection after an unhandled exception's 500: so does
+            // mmgate after any 500 (HTTP/1 only; mmgate's own server does the same).
+            if !http2 && res.status() == http::StatusCode::INTERNAL_SERVER_ERROR {
+                res.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
             Ok::<_, Infallible>(res.map(|inner| {
                 let answer = Answer {
                     inner,

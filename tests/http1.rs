@@ -41,18 +41,19 @@ async fn an_http10_client_gets_an_http10_answer_and_the_connection_closes() {
     assert_eq!(fake.received().len(), 1);
 }
 
+/// uvicorn keeps no HTTP/1.0 connection, even one that asks (`keep_alive = http_version !=
+/// "1.0" and ...`; seen on vLLM's server): the answer says `connection: close`.
 #[tokio::test]
-async fn an_http10_client_asking_for_keep_alive_keeps_its_connection() {
+async fn an_http10_client_asking_for_keep_alive_is_answered_and_closed_as_uvicorn_does() {
     let (fake, gw) = start().await;
     let mut c = Conn::open(gw.addr).await;
-    for _ in 0..2 {
-        c.write(post("1.0", "Connection: keep-alive\r\n", CLEAN).as_bytes())
-            .await;
-        let r = c.response().await.unwrap();
-        assert!(r.head.starts_with("HTTP/1.0 200"), "{}", r.head);
-        assert_eq!(r.header("connection"), Some("keep-alive"));
-    }
-    assert_eq!(fake.received().len(), 2);
+    let two = post("1.0", "Connection: keep-alive\r\n", CLEAN).repeat(2);
+    c.write(two.as_bytes()).await;
+    let r = c.response().await.unwrap();
+    assert!(r.head.starts_with("HTTP/1.0 200"), "{}", r.head);
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(c.closed_within(VERDICT).await);
+    assert_eq!(fake.received().len(), 1);
 }
 
 #[tokio::test]
@@ -681,4 +682,120 @@ async fn an_upgrade_other_than_websocket_is_served_without_its_body() {
     let seen = fake.received();
     assert_eq!(seen.len(), 1);
     assert!(seen[0].body.is_empty(), "the upstream saw a body");
+}
+
+/// What llhttp refuses and mmgate's head parser had taken, and what it takes and mmgate
+/// had refused (each seen on vLLM's server by a differential hunt): methods it does not
+/// know (case matters), a tab after `chunked`, a `Transfer-Encoding` field with no coding,
+/// and framing fields in a request's trailers; but empty chunk-extension names and values.
+#[tokio::test]
+async fn heads_and_chunks_are_refused_and_taken_as_llhttp_does() {
+    let (fake, gw) = start().await;
+    let kwargs = r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"a":1}}"#;
+    let chunked = |ext: &str, trailer: &str| {
+        format!("{:x}{ext}\r\n{kwargs}\r\n0\r\n{trailer}\r\n", kwargs.len())
+    };
+    let te = "Transfer-Encoding: chunked\r\n";
+    let refused = [
+        post("1.1", "", kwargs).replacen("POST", "post", 1),
+        post("1.1", "", kwargs).replacen("POST", "PRI", 1),
+        post("1.1", "", kwargs).replacen("POST", "FOO", 1),
+        format!(
+            "{}{}",
+            head(CHAT, "Transfer-Encoding: chunked\t\r\n"),
+            chunked("", "")
+        ),
+        format!(
+            "{}{}",
+            head(
+                CHAT,
+                "Transfer-Encoding: \r\nTransfer-Encoding: chunked\r\n"
+            ),
+            chunked("", "")
+        ),
+        format!("{}{}", head(CHAT, te), chunked("", "Content-Length: 0\r\n")),
+        format!("{}{}", head(CHAT, te), chunked(";a=b;", "")),
+    ];
+    for wire in &refused {
+        let mut c = Conn::open(gw.addr).await;
+        c.write(wire.as_bytes()).await;
+        let r = c.response().await.unwrap();
+        assert_eq!(r.status, 400, "{wire:?}");
+        assert_eq!(r.text(), "Invalid HTTP request received.", "{wire:?}");
+        assert!(c.closed_within(VERDICT).await, "{wire:?}");
+    }
+    let taken = [
+        format!(
+            "{}{}",
+            head(CHAT, "Transfer-Encoding: \tchunked \r\n"),
+            chunked("", "")
+        ),
+        format!(
+            "{}{}",
+            head(
+                CHAT,
+                "Transfer-Encoding: chunked\t\r\nTransfer-Encoding: chunked\r\n"
+            ),
+            chunked("", "")
+        ),
+        format!("{}{}", head(CHAT, te), chunked(";=x;a=;b=\"q\";;c", "")),
+        format!(
+            "{}{}",
+            head(CHAT, te),
+            chunked(&format!(";x={}", "y".repeat(20_000)), "")
+        ),
+    ];
+    for wire in &taken {
+        let mut c = Conn::open(gw.addr).await;
+        c.write(wire.as_bytes()).await;
+        let r = c.response().await.unwrap();
+        assert!(
+            r.text().contains("Per-request mm_processor_kwargs"),
+            "{wire:.200?}: {}",
+            r.text()
+        );
+    }
+    assert!(fake.received().is_empty());
+}
+
+/// uvicorn sets its `100 Continue` flag for any `Expect: 100-continue` field, and closes the
+/// connection after an unhandled exception's 500 (mmgate's `/invocations` recursion answer
+/// is one).
+#[tokio::test]
+async fn any_expect_field_asks_and_a_500_closes_the_connection() {
+    let (_fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    let kwargs = r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"a":1}}"#;
+    c.write(
+        head(
+            CHAT,
+            &format!(
+                "Expect: 100-continue\r\nExpect: x\r\nContent-Length: {}\r\n",
+                kwargs.len()
+            ),
+        )
+        .as_bytes(),
+    )
+    .await;
+    let r = c.response_to_head().await.unwrap();
+    assert_eq!(r.status, 100, "{}", r.head);
+    c.write(kwargs.as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 400);
+
+    let deep = format!("{}{}", "[".repeat(966), "]".repeat(966));
+    let gw = gateway("[gate]\ndefault = \"reject\"\n", &_fake).await;
+    let mut c = Conn::open(gw.addr).await;
+    let wire = format!(
+        "{}{deep}{}",
+        head(
+            "/invocations",
+            &format!("Content-Length: {}\r\n", deep.len())
+        ),
+        head("/invocations", "Content-Length: 2\r\n") + "{}"
+    );
+    c.write(wire.as_bytes()).await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(c.closed_within(VERDICT).await);
 }

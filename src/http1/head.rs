@@ -90,6 +90,15 @@ pub(super) struct Fields(Vec<Field>);
 /// Takes the request head at the start of `buf` off it: `Ok(None)` while it is incomplete,
 /// `Err` with the status that refuses it.
 pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<Head>, StatusCode> {
+    parse_line(buf, fields, false)
+}
+
+/// [`parse`]; `other` when the request line said `HTTP/2.0` or `HTTP/0.9` ([`other_version`]).
+fn parse_line(
+    buf: &mut BytesMut,
+    fields: &mut Fields,
+    other: bool,
+) -> Result<Option<Head>, StatusCode> {
     let mut slots =
         [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let base = buf.as_ptr() as usize;
@@ -105,7 +114,7 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
         Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Ok(None),
         Err(httparse::Error::Version) => {
             return match other_version(buf) {
-                Some(true) => parse(buf, fields),
+                Some(true) => parse_line(buf, fields, true),
                 Some(false) if buf.len() < MAX_HEAD => Ok(None),
                 _ => Err(StatusCode::BAD_REQUEST),
             }
@@ -116,8 +125,11 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
         Err(_) => return Err(StatusCode::BAD_REQUEST),
     };
     let bad = StatusCode::BAD_REQUEST;
-    let method =
-        Method::from_bytes(parsed.method.unwrap_or_default().as_bytes()).map_err(|_| bad)?;
+    let method = parsed.method.unwrap_or_default();
+    if !LLHTTP_METHODS.contains(&method) {
+        return Err(bad);
+    }
+    let method = Method::from_bytes(method.as_bytes()).map_err(|_| bad)?;
     let target = parsed.path.unwrap_or_default().as_bytes();
     if vllm_refuses_target(target) {
         return Err(bad);
@@ -160,7 +172,14 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
     for f in fields.iter() {
         let name = field_name(&head[f.name.0..f.name.0 + f.name.1]).ok_or(bad)?;
         let value = HeaderValue::from_maybe_shared(slice(f.value)).map_err(|_| bad)?;
-        seen.note(&name, value.as_bytes())?;
+        if name == header::TRANSFER_ENCODING {
+            // httparse drops the whitespace after a value, which llhttp reads in codings.
+            let end = f.value.0 + f.value.1;
+            let ows = head[end..].iter().take_while(|&&b| b == b' ' || b == b'\t');
+            seen.note(&name, &head[f.value.0..end + ows.count()])?;
+        } else {
+            seen.note(&name, value.as_bytes())?;
+        }
         headers.append(name, value);
     }
     // Both length fields: llhttp refuses the head before it looks at an upgrade.
@@ -192,8 +211,11 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
             (None, Some(n)) => Framing::Length(n),
         };
         let keep_alive = match version {
-            // A chunked HTTP/1.0 body is read, as vLLM's server reads it, and the
+            // uvicorn never keeps an HTTP/1.0 connection (`keep_alive = http_version !=
+            // "1.0" and ...`), whatever its `Connection` says; `HTTP/2.0` and `HTTP/0.9`
+            // ones when asked. A chunked body is read, as vLLM's server reads it, and the
             // connection closed after the answer (RFC 9112 §6.1).
+            Version::HTTP_10 if !other => false,
             Version::HTTP_10 => seen.keep_alive && !seen.close && framing != Framing::Chunked,
             _ => !seen.close,
         };
@@ -265,7 +287,13 @@ impl Seen {
             }
             self.length = Some(decimal(value.trim_ascii()).ok_or(bad)?);
         } else if *name == header::TRANSFER_ENCODING {
-            for coding in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+            // llhttp refuses a field with no coding at all (seen on vLLM's server).
+            if value.trim_ascii().is_empty() {
+                return Err(bad);
+            }
+            // Spaces and tabs before a coding are skipped, only spaces after it: `chunked`
+            // followed by a tab is another coding.
+            for coding in value.split(|&b| b == b',').map(trim_coding) {
                 // Nothing may follow `chunked`, not even a second `chunked`.
                 if self.chunked_last == Some(true) {
                     return Err(bad);
@@ -281,11 +309,60 @@ impl Seen {
         } else if *name == header::UPGRADE {
             self.upgrade_field |= !value.trim_ascii().is_empty();
         } else if *name == header::EXPECT {
-            self.expect_continue = asks_continue(value);
+            // Any field asks (uvicorn sets its flag for each, and never clears it).
+            self.expect_continue |= asks_continue(value);
         }
         Ok(())
     }
 }
+
+/// A coding of a `Transfer-Encoding` list as llhttp reads it: the spaces and tabs before it
+/// skipped, only the spaces after it.
+fn trim_coding(coding: &[u8]) -> &[u8] {
+    let coding = coding.trim_ascii_start();
+    let spaces = coding.iter().rev().take_while(|&&b| b == b' ').count();
+    &coding[..coding.len() - spaces]
+}
+
+/// The methods llhttp (vLLM's server's parser) knows, as written (case matters): any
+/// other is refused with its 400 (checked on the real server).
+const LLHTTP_METHODS: [&str; 35] = [
+    "GET",
+    "HEAD",
+    "POST",
+    "PUT",
+    "DELETE",
+    "CONNECT",
+    "OPTIONS",
+    "TRACE",
+    "PATCH",
+    "COPY",
+    "LOCK",
+    "MKCOL",
+    "MOVE",
+    "PROPFIND",
+    "PROPPATCH",
+    "SEARCH",
+    "UNLOCK",
+    "BIND",
+    "REBIND",
+    "UNBIND",
+    "ACL",
+    "REPORT",
+    "MKACTIVITY",
+    "CHECKOUT",
+    "MERGE",
+    "M-SEARCH",
+    "NOTIFY",
+    "SUBSCRIBE",
+    "UNSUBSCRIBE",
+    "PURGE",
+    "MKCALENDAR",
+    "LINK",
+    "UNLINK",
+    "SOURCE",
+    "QUERY",
+];
 
 /// Whether an `Expect` field's value asks for `100 Continue`.
 pub(crate) fn asks_continue(value: &[u8]) -> bool {
@@ -462,7 +539,8 @@ mod tests {
         assert!(alive("GET / HTTP/1.1\r\n\r\n"));
         assert!(!alive("GET / HTTP/1.1\r\nConnection: foo, Close\r\n\r\n"));
         assert!(!alive("GET / HTTP/1.0\r\n\r\n"));
-        assert!(alive("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+        // uvicorn keeps no HTTP/1.0 connection, asked or not (seen on vLLM's server).
+        assert!(!alive("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
     }
 
     #[test]

@@ -175,7 +175,12 @@ pub async fn serve(
         let asked = Asked {
             version,
             head: is_head,
-            keep_alive: head.keep_alive && body_done && !*stopping.borrow(),
+            // uvicorn closes the connection after an unhandled exception's 500 (vLLM's own
+            // and those mmgate answers in its place); any 500 closes it here.
+            keep_alive: head.keep_alive
+                && body_done
+                && !*stopping.borrow()
+                && answer.response.status() != http::StatusCode::INTERNAL_SERVER_ERROR,
             send_timeout: gateway.config().limits.send_timeout,
         };
         match write::respond(&mut io, &mut out, &shared, answer, asked).await {

@@ -37,6 +37,13 @@ const HEADS: &[(&str, &str)] = &[
     ("POST /tokenize HTTP/1.1", "X-A: 1\nX-B: 2\r\n"),
     ("POST /tokenize HTTP/1.1", "Content-Length: 63\r\n"),
     ("POST /tokenize HTTP/1.1", "Bad Name: v\r\n"),
+    ("post /tokenize HTTP/1.1", ""),
+    ("PRI /tokenize HTTP/1.1", ""),
+    ("CONNECT /tokenize HTTP/1.1", ""),
+    (
+        "POST /tokenize HTTP/1.1",
+        "Expect: 100-continue\r\nExpect: x\r\n",
+    ),
 ];
 
 /// The status, content type and body of the answer to `wire`, read to the connection's end.
@@ -64,7 +71,7 @@ async fn exchange(addr: SocketAddr, wire: &[u8]) -> (String, Option<String>, Vec
 }
 
 /// Chunked framings of [`OFFENDING`], well and badly formed.
-fn chunkings() -> [String; 8] {
+fn chunkings() -> [String; 12] {
     let n = OFFENDING.len();
     [
         format!("{n:x}\r\n{OFFENDING}\r\n0\r\n\r\n"),
@@ -79,6 +86,10 @@ fn chunkings() -> [String; 8] {
             "0".repeat(20),
             "0".repeat(20)
         ),
+        format!("{n:x};=x;a=;;b\r\n{OFFENDING}\r\n0\r\n\r\n"),
+        format!("{n:x};a=b;\r\n{OFFENDING}\r\n0\r\n\r\n"),
+        format!("{n:x}\r\n{OFFENDING}\r\n0\r\nContent-Length: 0\r\n\r\n"),
+        format!("{n:x};x={}\r\n{OFFENDING}\r\n0\r\n\r\n", "y".repeat(20_000)),
     ]
 }
 
