@@ -887,6 +887,7 @@ async fn real_vllm_end_to_end() {
         depth_boundary(&client, &pair, &mut failures).await;
         wire::request_lines(untrusted, reject.addr, &mut failures).await;
         wire::handshakes(untrusted, reject.addr, &mut failures).await;
+        wire::leftovers(untrusted, reject.addr, &mut failures).await;
         // Workers write their batched log lines when they go idle: wait for them, bounded.
         let mut lines = log_lines(&shadow);
         for _ in 0..200 {

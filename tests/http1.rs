@@ -799,3 +799,39 @@ async fn any_expect_field_asks_and_a_500_closes_the_connection() {
     assert_eq!(r.header("connection"), Some("close"));
     assert!(c.closed_within(VERDICT).await);
 }
+
+/// vLLM's server (llhttp) refuses at the first byte no method it knows begins with, at
+/// once; bytes it refuses that came after a request's body in the same read get its 400
+/// in place of that request's answer (a client whose `Content-Length` counts characters
+/// leaves the body's tail as such bytes); and CR or LF before a request line are skipped.
+#[tokio::test]
+async fn bytes_that_begin_no_request_are_refused_at_once_as_llhttp_refuses_them() {
+    let (fake, gw) = start().await;
+    for wire in ["}".to_string(), "GE\x01".to_string()] {
+        let mut c = Conn::open(gw.addr).await;
+        c.write(wire.as_bytes()).await;
+        let r = c.response().await.unwrap();
+        assert_eq!(r.status, 400, "{wire:?}");
+        assert_eq!(r.text(), "Invalid HTTP request received.");
+    }
+    let kwargs = r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"a":1}}"#;
+    let short = format!(
+        "{}{kwargs}",
+        head(CHAT, &format!("Content-Length: {}\r\n", kwargs.len() - 1))
+    );
+    let trailing = format!("{}xx yy\r\n\r\n", post("1.1", "", kwargs));
+    for wire in [short, trailing] {
+        let mut c = Conn::open(gw.addr).await;
+        c.write(wire.as_bytes()).await;
+        let r = c.response().await.unwrap();
+        assert_eq!(r.text(), "Invalid HTTP request received.", "{wire:?}");
+        assert!(c.closed_within(VERDICT).await);
+    }
+    // A pipelined request that is whole and valid is answered after the first.
+    let mut c = Conn::open(gw.addr).await;
+    let two = format!("\r{}{}", post("1.1", "", CLEAN), post("1.1", "", CLEAN));
+    c.write(two.as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 200);
+    assert_eq!(c.response().await.unwrap().status, 200);
+    assert_eq!(fake.received().len(), 2);
+}

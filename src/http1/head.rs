@@ -50,6 +50,9 @@ pub(super) struct Head {
     pub(super) keep_alive: bool,
     /// Whether the client waits for `100 Continue` before it sends the body.
     pub(super) expect_continue: bool,
+    /// Whether it asked to upgrade: llhttp stops parsing at such a head, and what follows
+    /// is no request of its.
+    pub(super) upgrade: bool,
 }
 
 /// Where one field's name and value lie in the head.
@@ -90,7 +93,41 @@ pub(super) struct Fields(Vec<Field>);
 /// Takes the request head at the start of `buf` off it: `Ok(None)` while it is incomplete,
 /// `Err` with the status that refuses it.
 pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<Head>, StatusCode> {
+    // llhttp skips any CR and LF before a request line (httparse only whole line ends).
+    let blank = buf
+        .iter()
+        .take_while(|&&b| b == b'\r' || b == b'\n')
+        .count();
+    bytes::Buf::advance(buf, blank);
     parse_line(buf, fields, false)
+}
+
+/// Whether `bytes`, the start of the next request, cannot begin a head llhttp reads: it
+/// refuses at the first byte that no method it knows goes on with, or, once a line has
+/// ended, whatever [`parse`] refuses. (vLLM's server answers such bytes with its 400 at
+/// once, and, when they came with the request before them, instead of that request's
+/// answer.)
+pub(super) fn doomed(bytes: &[u8]) -> bool {
+    unknown_method(bytes)
+        || memchr::memchr(b'\n', bytes).is_some()
+            && parse(&mut BytesMut::from(bytes), &mut Fields::default())
+                .is_err_and(|status| status == StatusCode::BAD_REQUEST)
+}
+
+/// Whether `bytes` (after any CR and LF) begin with no method llhttp knows, nor the start
+/// of one.
+pub(super) fn unknown_method(bytes: &[u8]) -> bool {
+    let blank = bytes
+        .iter()
+        .take_while(|&&b| b == b'\r' || b == b'\n')
+        .count();
+    let line = &bytes[blank..];
+    let method = line.iter().position(|&b| b == b' ');
+    let known = |m: &&str| match method {
+        Some(end) => m.as_bytes() == &line[..end],
+        None => m.as_bytes().starts_with(line),
+    };
+    !LLHTTP_METHODS.iter().any(known)
 }
 
 /// [`parse`]; `other` when the request line said `HTTP/2.0` or `HTTP/0.9` ([`other_version`]).
@@ -240,6 +277,7 @@ fn parse_line(
         framing,
         keep_alive,
         expect_continue: seen.expect_continue && version == Version::HTTP_11,
+        upgrade: upgrade && !ambiguous,
     }))
 }
 

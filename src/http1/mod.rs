@@ -86,6 +86,10 @@ pub async fn serve(
                         done => return Poll::Ready(done),
                     }
                 }
+                // No whole head yet: llhttp would already refuse bytes no method begins.
+                if r.buf.len() > seen && head::unknown_method(&r.buf[..r.buf.len().min(16)]) {
+                    return Poll::Ready(Err(http::StatusCode::BAD_REQUEST));
+                }
                 seen = r.buf.len();
                 if seen >= head::MAX_HEAD {
                     return Poll::Ready(Err(http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
@@ -109,6 +113,12 @@ pub async fn serve(
             Poll::Pending
         })
         .await;
+        // What came with the head after its body is parsed by vLLM's server before the
+        // request is answered: bytes it refuses get its 400 in place of the answer.
+        let head = match head {
+            Ok(Some(head)) if doomed_after(&head, &shared) => Err(http::StatusCode::BAD_REQUEST),
+            other => other,
+        };
         let mut head = match head {
             Ok(Some(head)) => head,
             Ok(None) => break,
@@ -190,6 +200,20 @@ pub async fn serve(
         }
     }
     linger(&shared, io).await;
+}
+
+/// Whether the bytes already read after `head`'s body (when it has a length and came
+/// whole) cannot begin a request ([`head::doomed`]); never after an upgrade, whose bytes
+/// are not HTTP.
+fn doomed_after(head: &head::Head, shared: &Shared) -> bool {
+    let len = match head.framing {
+        _ if head.upgrade => return false,
+        Framing::Empty => 0,
+        Framing::Length(n) => n,
+        Framing::Chunked => return false,
+    };
+    let r = shared.lock();
+    usize::try_from(len).is_ok_and(|len| r.buf.len() > len && head::doomed(&r.buf[len..]))
 }
 
 /// Writes the upstream's `101` head as it came, then joins the client's connection (with

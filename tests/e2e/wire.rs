@@ -183,3 +183,39 @@ pub(crate) async fn handshakes(
         }
     }
 }
+
+/// Bytes after a whole request, in the same write, that vLLM's server cannot parse as the
+/// next one (its 400 comes in place of the first answer), and bytes no request begins with.
+pub(crate) async fn leftovers(
+    untrusted: SocketAddr,
+    reject: SocketAddr,
+    failures: &mut Vec<String>,
+) {
+    let length = OFFENDING.len();
+    let request = |length: usize| {
+        format!("POST /tokenize HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n{OFFENDING}")
+    };
+    let wires = [
+        format!("{}}}\r\n\r\n", request(length)),
+        format!("{}xx yy\r\n\r\n", request(length)),
+        format!("{}GET / HTTP/9.9\r\n\r\n", request(length)),
+        request(length - 1),
+        "}".to_owned(),
+        "GE\u{1}".to_owned(),
+    ];
+    for wire in wires {
+        let want = exchange(untrusted, wire.as_bytes()).await;
+        let got = exchange(reject, wire.as_bytes()).await;
+        if want != got {
+            failures.push(format!(
+                "leftover {wire:?}: vLLM {} {:?} {}, mmgate {} {:?} {}",
+                want.0,
+                want.1,
+                String::from_utf8_lossy(&want.2),
+                got.0,
+                got.1,
+                String::from_utf8_lossy(&got.2)
+            ));
+        }
+    }
+}
