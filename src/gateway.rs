@@ -249,6 +249,13 @@ impl Gateway {
                 upstream_fields: None,
             };
         }
+        let mut res = res;
+        if upstream_fields.is_none() && res.status() != http::StatusCode::UNAUTHORIZED {
+            // An answer in vLLM's place, with what vLLM's CORS middleware adds to its own
+            // (not to its 401s, which its key check gives outside that middleware).
+            let origin = req.headers().get(header::ORIGIN);
+            self.config.vllm.cors.apply(origin, res.headers_mut());
+        }
         let response = res.map(|inner| {
             Body::new(Tracked {
                 inner,

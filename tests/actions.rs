@@ -997,3 +997,45 @@ async fn admin_reports_health_readiness_and_metrics() {
     let r = get(down.admin, "/readyz").await;
     assert_eq!(r.status, 503, "not ready while vLLM is down: {}", r.text());
 }
+
+/// reject's answer carries what vLLM's CORS middleware adds to vLLM's own (its defaults:
+/// every origin), so a browser client reads it as it reads vLLM's; a forwarded answer
+/// carries the upstream's.
+#[tokio::test]
+async fn a_rejected_request_gets_vllms_cors_headers() {
+    let fake = FakeVllm::start().await;
+    let gw = gateway("[gate]\ndefault = \"reject\"\n", &fake).await;
+    let c = client();
+    let body = r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"a":1}}"#;
+    let json = ("content-type", "application/json");
+    let origin = ("origin", "https://app.example");
+    let r = send(
+        &c,
+        gw.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[json, origin],
+        body,
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.body, GATE_BODY_MM_PROCESSOR_KWARGS.as_bytes());
+    assert_eq!(r.headers["access-control-allow-origin"], "*");
+    assert_eq!(r.headers["vary"], "Origin");
+    let r = send(&c, gw.addr, "POST", "/v1/chat/completions", &[json], body).await;
+    assert!(!r.headers.contains_key("access-control-allow-origin"));
+    assert_eq!(r.headers["vary"], "Origin");
+    let clean = r#"{"model":"tiny","messages":[]}"#;
+    let r = send(
+        &c,
+        gw.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[json, origin],
+        clean,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(!r.headers.contains_key("vary"), "the fake sends none");
+    gw.stop().await;
+}

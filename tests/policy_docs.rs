@@ -48,6 +48,8 @@ certificate_names = ["a.example"]
 served_models = ["tiny"]
 max_completion_prompts = 1024
 pooling_task = "embed"
+allowed_origins = ["https://app.example"]
+allow_credentials = true
 [log]
 kwargs_values = true
 "#;

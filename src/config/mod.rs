@@ -140,6 +140,50 @@ pub struct Vllm {
     /// The upstream's `--root-path`: requests are classified, and its key check applied,
     /// as that server routes and checks them.
     pub root_path: RootPath,
+    /// The upstream's CORS settings, for the answers mmgate gives in its place.
+    pub cors: Cors,
+}
+
+/// vLLM's CORS settings (`--allowed-origins`, `--allow-credentials`; Starlette's
+/// `CORSMiddleware`), applied to the answers mmgate gives itself as vLLM's middleware
+/// applies them to its own (forwarded answers carry vLLM's).
+#[derive(Debug, Clone, Default)]
+pub struct Cors {
+    /// The allowed origins; `None`: all (`*`, vLLM's default).
+    pub origins: Option<Vec<String>>,
+    /// `--allow-credentials`.
+    pub credentials: bool,
+}
+
+impl Cors {
+    /// Adds to `headers` what vLLM's middleware adds to an answer to a request from
+    /// `origin` (its `Origin` field, if any): `access-control-allow-origin` (`*`, or the
+    /// origin where it must be named) and `-allow-credentials` when the origin is allowed,
+    /// and `vary: Origin` to every answer that does not name one.
+    pub fn apply(&self, origin: Option<&HeaderValue>, headers: &mut http::HeaderMap) {
+        use http::header::{ACCESS_CONTROL_ALLOW_CREDENTIALS, ACCESS_CONTROL_ALLOW_ORIGIN, VARY};
+        let allowed = |o: &HeaderValue| match &self.origins {
+            None => true,
+            Some(list) => list.iter().any(|a| a.as_bytes() == o.as_bytes()),
+        };
+        if let Some(origin) = origin {
+            if self.origins.is_none() {
+                headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+            }
+            if self.credentials {
+                headers.insert(
+                    ACCESS_CONTROL_ALLOW_CREDENTIALS,
+                    HeaderValue::from_static("true"),
+                );
+            }
+            if (self.origins.is_none() && self.credentials)
+                || (self.origins.is_some() && allowed(origin))
+            {
+                headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+            }
+        }
+        headers.append(VARY, HeaderValue::from_static("Origin"));
+    }
 }
 
 /// `Bearer KEY` as a sensitive header value whose bytes are the key's Latin-1 encoding:
@@ -319,6 +363,7 @@ impl Config {
             api_keys: (!api_keys.is_empty()).then(|| ApiKeys::new(api_keys)),
             discovery_key,
             root_path: root_path(&mut v, &mut p),
+            cors: cors(&mut v, &mut p),
         };
         v.finish(&mut p);
         let log = log_policy(root.section("log", &mut p), &mut p);
@@ -347,6 +392,25 @@ impl Config {
             config,
             keys: p.keys,
         })
+    }
+}
+
+/// `vllm.allowed_origins` (default `["*"]`, as vLLM's) and `vllm.allow_credentials`.
+fn cors(v: &mut Section<'_>, p: &mut Problems) -> Cors {
+    let origins = v.strings("allowed_origins", p);
+    if let Some(bad) = origins
+        .iter()
+        .flatten()
+        .find(|o| HeaderValue::from_str(o).is_err())
+    {
+        p.add(
+            "vllm.allowed_origins",
+            format!("{bad:?} is no header value (an origin such as \"https://app.example\")"),
+        );
+    }
+    Cors {
+        origins: origins.filter(|o| !o.iter().any(|o| o == "*")),
+        credentials: v.bool("allow_credentials", p).unwrap_or(false),
     }
 }
 

@@ -449,3 +449,48 @@ fn one_of_lists_scalars_alone() {
         assert!(e.contains(problem), "{bounds}: {e}");
     }
 }
+
+/// What vLLM's CORS middleware (Starlette's, with vLLM's defaults or its flags) adds to an
+/// answer, for the answers mmgate gives in its place.
+#[test]
+fn cors_headers_follow_starlettes_middleware() {
+    let headers = |cors: &Cors, origin: Option<&'static str>| {
+        let mut h = http::HeaderMap::new();
+        cors.apply(origin.map(HeaderValue::from_static).as_ref(), &mut h);
+        let mut out: Vec<String> = h
+            .iter()
+            .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))
+            .collect();
+        out.sort();
+        out
+    };
+    let c = Config::parse(MINIMAL).unwrap();
+    let all = &c.vllm.cors;
+    assert_eq!(headers(all, None), ["vary: Origin"]);
+    assert_eq!(
+        headers(all, Some("https://a.example")),
+        ["access-control-allow-origin: *", "vary: Origin"]
+    );
+    let listed = Config::parse(&format!(
+        "{MINIMAL}[vllm]\nallowed_origins = [\"https://a.example\"]\nallow_credentials = true\n"
+    ))
+    .unwrap();
+    let listed = &listed.vllm.cors;
+    assert_eq!(
+        headers(listed, Some("https://a.example")),
+        [
+            "access-control-allow-credentials: true",
+            "access-control-allow-origin: https://a.example",
+            "vary: Origin"
+        ]
+    );
+    assert_eq!(
+        headers(listed, Some("https://b.example")),
+        ["access-control-allow-credentials: true", "vary: Origin"]
+    );
+    assert!(
+        problems(&format!("{MINIMAL}[vllm]\nallowed_origins = [\"a\\nb\"]\n"))
+            .iter()
+            .any(|p| p.contains("vllm.allowed_origins"))
+    );
+}
