@@ -83,6 +83,12 @@ pub async fn serve(
                 if memchr::memchr(b'\n', &r.buf[seen..]).is_some() {
                     match head::parse(&mut r.buf, &mut fields) {
                         Ok(None) => {}
+                        // What came with the head after its body is parsed by vLLM's server
+                        // before the request is answered: bytes it refuses get its 400 in
+                        // place of the answer.
+                        Ok(Some(head)) if doomed_after(&head, &r.buf) => {
+                            return Poll::Ready(Err(http::StatusCode::BAD_REQUEST))
+                        }
                         done => return Poll::Ready(done),
                     }
                 }
@@ -113,12 +119,6 @@ pub async fn serve(
             Poll::Pending
         })
         .await;
-        // What came with the head after its body is parsed by vLLM's server before the
-        // request is answered: bytes it refuses get its 400 in place of the answer.
-        let head = match head {
-            Ok(Some(head)) if doomed_after(&head, &shared) => Err(http::StatusCode::BAD_REQUEST),
-            other => other,
-        };
         let mut head = match head {
             Ok(Some(head)) => head,
             Ok(None) => break,
@@ -202,18 +202,17 @@ pub async fn serve(
     linger(&shared, io).await;
 }
 
-/// Whether the bytes already read after `head`'s body (when it has a length and came
-/// whole) cannot begin a request ([`head::doomed`]); never after an upgrade, whose bytes
+/// Whether the bytes already read (`buf`, from the end of `head`) after its body (when it
+/// has a length and came whole) cannot begin a request ([`head::doomed`]); never after an upgrade, whose bytes
 /// are not HTTP.
-fn doomed_after(head: &head::Head, shared: &Shared) -> bool {
+fn doomed_after(head: &head::Head, buf: &[u8]) -> bool {
     let len = match head.framing {
         _ if head.upgrade => return false,
         Framing::Empty => 0,
         Framing::Length(n) => n,
         Framing::Chunked => return false,
     };
-    let r = shared.lock();
-    usize::try_from(len).is_ok_and(|len| r.buf.len() > len && head::doomed(&r.buf[len..]))
+    usize::try_from(len).is_ok_and(|len| buf.len() > len && head::doomed(&buf[len..]))
 }
 
 /// Writes the upstream's `101` head as it came, then joins the client's connection (with
