@@ -231,6 +231,8 @@ impl Gateway {
         // (moved by value into each layer's future instead, it would be copied at each).
         let res = self.serve(&mut req, conn, outcome, &mut held).await;
         let upstream_fields = held.upstream_fields.take().filter(|_| res.is_ok());
+        // uvicorn's own refusals of a body's framing never reach vLLM's middleware.
+        let framing = matches!(&res, Err(e) if e.refusal_reason() == Some("framing"));
         let res = res.unwrap_or_else(|e| {
             outcome.refusal = e.refusal_reason();
             outcome.outcome = match e {
@@ -250,9 +252,15 @@ impl Gateway {
             };
         }
         let mut res = res;
-        if upstream_fields.is_none() && res.status() != http::StatusCode::UNAUTHORIZED {
+        let status = res.status();
+        if upstream_fields.is_none()
+            && !framing
+            && status != http::StatusCode::UNAUTHORIZED
+            && status != http::StatusCode::INTERNAL_SERVER_ERROR
+        {
             // An answer in vLLM's place, with what vLLM's CORS middleware adds to its own
-            // (not to its 401s, which its key check gives outside that middleware).
+            // (not to the 401s of its key check, nor to an unhandled exception's 500, which
+            // are given outside that middleware).
             let origin = req.headers().get(header::ORIGIN);
             self.config.vllm.cors.apply(origin, res.headers_mut());
         }
@@ -294,10 +302,15 @@ impl Gateway {
         // would reach vLLM as a request line no server takes. One with a path goes on, and
         // vLLM answers it as any method its route lacks (mmgate's own server refuses the
         // authority form as vLLM's server does).
-        if req.method() == http::Method::CONNECT
-            && (req.version() == http::Version::HTTP_2 || req.uri().path_and_query().is_none())
-        {
-            return Err(GateError::Tunnel);
+        if req.method() == http::Method::CONNECT {
+            if req.version() == http::Version::HTTP_2 || req.uri().path_and_query().is_none() {
+                return Err(GateError::Tunnel);
+            }
+            // Whatever body it declares, vLLM's server reads none (llhttp takes a CONNECT
+            // for an upgrade): none goes on.
+            req.headers_mut().remove(header::CONTENT_LENGTH);
+            req.headers_mut().remove(header::TRANSFER_ENCODING);
+            *req.body_mut() = Body::empty();
         }
         // Classified first (it is pure), so that a refusal is counted on its route too.
         let route = classify(
@@ -319,7 +332,13 @@ impl Gateway {
         };
         self.limits.check_rate(who.client)?;
         if websocket {
-            let pool = self.client_view(who.client, None).pool;
+            // A tunnel's bytes cannot be bounded as a trusted pool bounds every request
+            // sent to it (`max_body_bytes`): a trusted client's sessions go to the default
+            // pool, which is never trusted.
+            let pool = match self.client_view(who.client, None).pool {
+                own if self.pools[own].trusted => 0,
+                own => own,
+            };
             return self
                 .exchange(
                     Exchange::Handshake,

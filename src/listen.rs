@@ -389,7 +389,9 @@ where
         let conn = conn.clone();
         async move {
             // hyper writes the header map: a forwarded response's fields join it.
-            let mut res = gw.handle(req.map(Body::new), &conn).await.into_response();
+            let answer = gw.handle(req.map(Body::new), &conn).await;
+            let own = answer.upstream_fields.is_none();
+            let mut res = answer.into_response();
             if let Some(upgrade) = upgrade {
                 match Switch::take(&mut res) {
                     Some(switched) => {
@@ -399,7 +401,10 @@ where
                         tokio::spawn(async move {
                             let _exchange = exchange;
                             let spliced = match upgrade.await {
-                                Ok(client) => switched.splice(TokioIo::new(client), &[]).await,
+                                Ok(client) => {
+                                    let client = TokioIo::new(client);
+                                    switched.splice(client, &[], send_timeout).await
+                                }
                                 Err(e) => Err(std::io::Error::other(e)),
                             };
                             if let Err(e) = spliced {
@@ -422,8 +427,9 @@ where
                 }
             }
             // uvicorn closes the connection after an unhandled exception's 500: so does
-            // mmgate after any 500 (HTTP/1 only; mmgate's own server does the same).
-            if !http2 && res.status() == http::StatusCode::INTERNAL_SERVER_ERROR {
+            // mmgate after those it answers in vLLM's place (HTTP/1 only; as its own
+            // server does).
+            if !http2 && own && res.status() == http::StatusCode::INTERNAL_SERVER_ERROR {
                 res.headers_mut().insert(
                     http::header::CONNECTION,
                     http::HeaderValue::from_static("close"),

@@ -5,7 +5,7 @@
 //! it came, on an upstream connection of its own, and without the bytes after its head:
 //! vLLM's server reads none of them as a body. If the upstream switches (`101`), its head
 //! goes to the client as it came and the two connections are joined byte for byte
-//! ([`Switched::splice`]) until both directions have ended. Any other answer (vLLM's 403
+//! ([`Switched::splice`]) until both directions have ended (bounded: see there). Any other answer (vLLM's 403
 //! for a path with no WebSocket route, its 400 for a malformed handshake) is passed on as
 //! an answer, and the client's connection closes after it, as vLLM's server closes it.
 //!
@@ -19,7 +19,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::Response;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// uvicorn's test for a WebSocket handshake: the last `Connection` field holds the
 /// `upgrade` token and the last `Upgrade` field is `websocket` (in any case).
@@ -94,25 +96,88 @@ impl Switched {
     }
 
     /// Joins `client` (after its head; `early` is what it sent after that head) and the
-    /// upstream until both directions have ended: each side's end of stream is passed on
-    /// as a shutdown of the other's write side. Returns the bytes carried each way
-    /// (client to upstream, upstream to client).
-    pub async fn splice<C>(mut self, mut client: C, early: &[u8]) -> std::io::Result<(u64, u64)>
+    /// upstream: each side's bytes go to the other as they come, and its end of stream as
+    /// a shutdown of the other's write side. Once one direction has ended the other has
+    /// `stall` to end too, and a write that has waited `stall` for its reader ends the
+    /// tunnel: a silent peer or one that takes nothing holds nothing for long. Returns the
+    /// bytes carried each way (client to upstream, upstream to client).
+    pub async fn splice<C>(
+        mut self,
+        client: C,
+        early: &[u8],
+        stall: Duration,
+    ) -> std::io::Result<(u64, u64)>
     where
         C: AsyncRead + AsyncWrite + Unpin,
     {
-        if !self.early.is_empty() {
-            client.write_all(&self.early).await?;
-            client.flush().await?;
-        }
-        if !early.is_empty() {
-            self.io.write_all(early).await?;
-            self.io.flush().await?;
-        }
-        let (up, down) = tokio::io::copy_bidirectional(&mut client, &mut self.io).await?;
+        let (mut client_read, mut client_write) = tokio::io::split(client);
+        let early_down = std::mem::take(&mut self.early);
+        let (mut up_read, mut up_write) = tokio::io::split(self.io);
+        let up = pump(&mut client_read, &mut up_write, early, stall);
+        let down = pump(&mut up_read, &mut client_write, &early_down, stall);
+        let (mut up, mut down) = (std::pin::pin!(up), std::pin::pin!(down));
+        // A direction that failed ends the tunnel at once; one that ended leaves the other
+        // `stall` to end.
+        let carried = tokio::select! {
+            first = &mut up => {
+                let first = first?;
+                let rest = tokio::time::timeout(stall, &mut down).await;
+                (first, rest.map_err(timed_out)??)
+            }
+            first = &mut down => {
+                let first = first?;
+                let rest = tokio::time::timeout(stall, &mut up).await;
+                (rest.map_err(timed_out)??, first)
+            }
+        };
         drop(self.held.take());
-        Ok((up + early.len() as u64, down + self.early.len() as u64))
+        Ok(carried)
     }
+}
+
+/// Copies `from` to `to` after `first`, until `from` ends (then shuts `to`'s write side);
+/// fails when a write waits `stall` for its reader. Returns the bytes copied.
+async fn pump<R, W>(from: &mut R, to: &mut W, first: &[u8], stall: Duration) -> std::io::Result<u64>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut copied = first.len() as u64;
+    if !first.is_empty() {
+        write_within(to, first, stall).await?;
+    }
+    let mut buf = vec![0; 16 << 10];
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            let _ = tokio::time::timeout(stall, to.shutdown()).await;
+            return Ok(copied);
+        }
+        write_within(to, &buf[..n], stall).await?;
+        copied += n as u64;
+    }
+}
+
+/// Writes `bytes` to `to` and flushes them, failing when that waits `stall`.
+async fn write_within<W: AsyncWrite + Unpin>(
+    to: &mut W,
+    bytes: &[u8],
+    stall: Duration,
+) -> std::io::Result<()> {
+    let write = async {
+        to.write_all(bytes).await?;
+        to.flush().await
+    };
+    tokio::time::timeout(stall, write)
+        .await
+        .map_err(timed_out)?
+}
+
+fn timed_out(_: tokio::time::error::Elapsed) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "the tunnel's peer took nothing",
+    )
 }
 
 /// A switched upstream connection on its way to the server that wrote the `101`, as a
@@ -189,7 +254,7 @@ mod tests {
         let map = switched.header_map();
         assert_eq!(map["upgrade"], "websocket");
         assert_eq!(map["connection"], "Upgrade");
-        let splice = tokio::spawn(switched.splice(client_near, b"early"));
+        let splice = tokio::spawn(switched.splice(client_near, b"early", STALL));
         client_far.write_all(b" and more").await.unwrap();
         client_far.shutdown().await.unwrap();
         let mut got = Vec::new();
@@ -201,5 +266,42 @@ mod tests {
         client_far.read_to_end(&mut got).await.unwrap();
         assert_eq!(got, b"hi there");
         assert_eq!(splice.await.unwrap().unwrap(), (14, 8));
+    }
+
+    const STALL: Duration = Duration::from_secs(30);
+
+    fn switched(io: tokio::io::DuplexStream) -> Switched {
+        let head = Bytes::from_static(b"HTTP/1.1 101 Switching Protocols\r\n\r\n");
+        Switched::new(head, BytesMut::new(), Box::new(io))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_client_holds_a_tunnel_the_upstream_ended_for_one_stall_at_most() {
+        use tokio::io::AsyncReadExt;
+        let (up_near, mut up_far) = tokio::io::duplex(64);
+        let (client_near, mut client_far) = tokio::io::duplex(64);
+        let splice = tokio::spawn(switched(up_near).splice(client_near, b"", STALL));
+        up_far.shutdown().await.unwrap();
+        // The client sees the end, but never ends its side.
+        let mut got = Vec::new();
+        client_far.read_to_end(&mut got).await.unwrap();
+        let started = tokio::time::Instant::now();
+        let ended = splice.await.unwrap();
+        assert!(ended.is_err(), "{ended:?}");
+        assert_eq!(started.elapsed(), STALL);
+        drop((up_far, client_far));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_takes_nothing_ends_its_tunnel() {
+        let (up_near, mut up_far) = tokio::io::duplex(64);
+        let (client_near, _client_far) = tokio::io::duplex(64);
+        let splice = tokio::spawn(switched(up_near).splice(client_near, b"", STALL));
+        // More than the client's pipe holds; it reads none of it.
+        let started = tokio::time::Instant::now();
+        tokio::spawn(async move { up_far.write_all(&[b'x'; 4096]).await });
+        let ended = splice.await.unwrap();
+        assert_eq!(ended.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), STALL);
     }
 }

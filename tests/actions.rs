@@ -1037,5 +1037,12 @@ async fn a_rejected_request_gets_vllms_cors_headers() {
     .await;
     assert_eq!(r.status, 200);
     assert!(!r.headers.contains_key("vary"), "the fake sends none");
+    // An unhandled exception's 500 is given outside the middleware: none there.
+    let deep = format!("{}{}", "[".repeat(966), "]".repeat(966));
+    let r = send(&c, gw.addr, "POST", "/invocations", &[json, origin], deep).await;
+    assert_eq!(r.status, 500);
+    assert!(
+        !r.headers.contains_key("vary") && !r.headers.contains_key("access-control-allow-origin")
+    );
     gw.stop().await;
 }

@@ -835,3 +835,38 @@ async fn bytes_that_begin_no_request_are_refused_at_once_as_llhttp_refuses_them(
     assert_eq!(c.response().await.unwrap().status, 200);
     assert_eq!(fake.received().len(), 2);
 }
+
+/// llhttp takes every CONNECT for an upgrade: no body is read and nothing after it is a
+/// request of this connection's (seen on vLLM's server). So here: it goes on without a
+/// body, and the connection closes after its answer, whatever the client sends next.
+#[tokio::test]
+async fn a_connect_with_a_path_goes_on_without_a_body_and_closes() {
+    let (fake, gw) = start().await;
+    let mut c = Conn::open(gw.addr).await;
+    c.write(b"CONNECT /tokenize HTTP/1.1\r\nHost: gw\r\nContent-Length: 80\r\n\r\nabc")
+        .await;
+    let r = c.response().await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.head);
+    c.write_lossy(post("1.1", "", CLEAN).as_bytes()).await;
+    assert!(c.closed_within(VERDICT).await);
+    let seen = fake.received();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].method, http::Method::CONNECT);
+    assert!(seen[0].body.is_empty() && !seen[0].headers.contains_key("content-length"));
+}
+
+/// uvicorn sets llhttp's `lenient_data_after_close`: bytes after a request that does not
+/// keep the connection are ignored, not refused.
+#[tokio::test]
+async fn bytes_after_a_closing_request_are_ignored() {
+    let (fake, gw) = start().await;
+    for wire in [
+        format!("{}}}\r\n\r\n", post("1.1", "Connection: close\r\n", CLEAN)),
+        format!("{}}}\r\n\r\n", post("1.0", "", CLEAN)),
+    ] {
+        let mut c = Conn::open(gw.addr).await;
+        c.write(wire.as_bytes()).await;
+        assert_eq!(c.response().await.unwrap().status, 200, "{wire:?}");
+    }
+    assert_eq!(fake.received().len(), 2);
+}

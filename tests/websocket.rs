@@ -220,3 +220,32 @@ async fn a_head_handshake_gets_its_refusal_with_the_body_as_a_websocket_server_s
     }
     gw.stop().await;
 }
+
+/// A client whose own pool is trusted: its sessions go to the default pool, since a
+/// tunnel's bytes cannot be bounded as the trusted pool bounds every request.
+#[tokio::test]
+async fn a_trusted_pools_client_opens_its_sessions_on_the_default_pool() {
+    let default = FakeVllm::start().await;
+    let trusted = FakeVllm::start().await;
+    let policy = format!(
+        "[pools.default]\nmembers = [\"{{D}}\"]\n[pools.trusted]\nmembers = [\"{{T}}\"]\ntrusted = true\n\
+         [identity]\nunknown = \"reject\"\n[clients.rt]\nkey_sha256 = [\"{}\"]\ntrusted = true\npool = \"trusted\"\n",
+        hex::encode(mmgate::config::digest("sk-rt"))
+    );
+    let gw = gateway_with(&policy, &[("D", default.url()), ("T", trusted.url())], None).await;
+    let mut c = Conn::open(gw.addr).await;
+    let keyed = format!("{KEYED}Authorization: Bearer sk-rt\r\n");
+    c.write(handshake("GET", "/v1/realtime", &keyed).as_bytes())
+        .await;
+    assert_eq!(c.response_to_head().await.unwrap().status, 101);
+    assert_eq!(c.take(16).await.unwrap(), b"session.created\n");
+    assert_eq!(default.received().len(), 1);
+    assert!(trusted.received().is_empty());
+    drop(c);
+    // An unknown client is refused before any pool.
+    let mut c = Conn::open(gw.addr).await;
+    c.write(handshake("GET", "/v1/realtime", KEYED).as_bytes())
+        .await;
+    assert_eq!(c.response().await.unwrap().status, 401);
+    gw.stop().await;
+}

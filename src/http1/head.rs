@@ -53,6 +53,10 @@ pub(super) struct Head {
     /// Whether it asked to upgrade: llhttp stops parsing at such a head, and what follows
     /// is no request of its.
     pub(super) upgrade: bool,
+    /// Whether llhttp reads what follows it as the next request: it keeps the connection
+    /// by its own rule (uvicorn sets `lenient_data_after_close`, so bytes after a closing
+    /// request are ignored).
+    pub(super) pipelines: bool,
 }
 
 /// Where one field's name and value lie in the head.
@@ -108,10 +112,17 @@ pub(super) fn parse(buf: &mut BytesMut, fields: &mut Fields) -> Result<Option<He
 /// once, and, when they came with the request before them, instead of that request's
 /// answer.)
 pub(super) fn doomed(bytes: &[u8]) -> bool {
-    unknown_method(bytes)
-        || memchr::memchr(b'\n', bytes).is_some()
-            && parse(&mut BytesMut::from(bytes), &mut Fields::default())
-                .is_err_and(|status| status == StatusCode::BAD_REQUEST)
+    if unknown_method(bytes) {
+        return true;
+    }
+    if memchr::memchr(b'\n', bytes).is_none() {
+        return false;
+    }
+    // The next head alone is parsed (from a copy: parsing takes it off its buffer).
+    let end = memchr::memmem::find(bytes, b"\r\n\r\n").map_or(bytes.len(), |at| at + 4);
+    let head = &bytes[..end.min(MAX_HEAD)];
+    parse(&mut BytesMut::from(head), &mut Fields::default())
+        .is_err_and(|status| status == StatusCode::BAD_REQUEST)
 }
 
 /// Whether `bytes` (after any CR and LF) begin with no method llhttp knows, nor the start
@@ -227,7 +238,9 @@ fn parse_line(
     // too: no body (its framing fields are not read), and the connection closes after the
     // answer. A WebSocket handshake keeps its fields (it is forwarded as it came,
     // [`crate::tunnel`]); what follows its head is the tunnel's, not a body.
-    let upgrade = seen.upgrade_token && seen.upgrade_field;
+    // llhttp takes every CONNECT for an upgrade too (seen on vLLM's server: no body read,
+    // the rest of the read dropped).
+    let upgrade = seen.upgrade_token && seen.upgrade_field || method == Method::CONNECT;
     let websocket = upgrade && !ambiguous && crate::tunnel::asks_websocket(&headers);
     let (framing, keep_alive) = if upgrade && !ambiguous {
         if !websocket {
@@ -278,6 +291,7 @@ fn parse_line(
         keep_alive,
         expect_continue: seen.expect_continue && version == Version::HTTP_11,
         upgrade: upgrade && !ambiguous,
+        pipelines: !seen.close && (version == Version::HTTP_11 || seen.keep_alive),
     }))
 }
 

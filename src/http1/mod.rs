@@ -173,7 +173,8 @@ pub async fn serve(
         };
         if let Some(switched) = Switch::take(&mut answer.response) {
             drop((answer, answering));
-            return tunnel(switched, shared, io).await;
+            let stall = live.gateway().config().limits.send_timeout;
+            return tunnel(switched, shared, io, stall).await;
         }
 
         // Write the response.
@@ -185,12 +186,14 @@ pub async fn serve(
         let asked = Asked {
             version,
             head: is_head,
-            // uvicorn closes the connection after an unhandled exception's 500 (vLLM's own
-            // and those mmgate answers in its place); any 500 closes it here.
+            // uvicorn closes the connection after an unhandled exception's 500: so does
+            // mmgate after those it answers in vLLM's place (a forwarded 500 leaves the
+            // connection as vLLM's handled ones leave it).
             keep_alive: head.keep_alive
                 && body_done
                 && !*stopping.borrow()
-                && answer.response.status() != http::StatusCode::INTERNAL_SERVER_ERROR,
+                && !(answer.response.status() == http::StatusCode::INTERNAL_SERVER_ERROR
+                    && answer.upstream_fields.is_none()),
             send_timeout: gateway.config().limits.send_timeout,
         };
         match write::respond(&mut io, &mut out, &shared, answer, asked).await {
@@ -203,11 +206,12 @@ pub async fn serve(
 }
 
 /// Whether the bytes already read (`buf`, from the end of `head`) after its body (when it
-/// has a length and came whole) cannot begin a request ([`head::doomed`]); never after an upgrade, whose bytes
-/// are not HTTP.
+/// has a length and came whole) cannot begin a request ([`head::doomed`]); never after an
+/// upgrade, whose bytes are not HTTP, nor after a request llhttp does not keep the
+/// connection for (what follows it is ignored).
 fn doomed_after(head: &head::Head, buf: &[u8]) -> bool {
     let len = match head.framing {
-        _ if head.upgrade => return false,
+        _ if head.upgrade || !head.pipelines => return false,
         Framing::Empty => 0,
         Framing::Length(n) => n,
         Framing::Chunked => return false,
@@ -217,7 +221,7 @@ fn doomed_after(head: &head::Head, buf: &[u8]) -> bool {
 
 /// Writes the upstream's `101` head as it came, then joins the client's connection (with
 /// what it sent after its handshake) to the upstream's until both directions have ended.
-async fn tunnel(switched: Switched, shared: Arc<Shared>, mut io: OwnedWriteHalf) {
+async fn tunnel(switched: Switched, shared: Arc<Shared>, mut io: OwnedWriteHalf, stall: Duration) {
     if io.write_all(switched.head()).await.is_err() {
         return;
     }
@@ -228,7 +232,7 @@ async fn tunnel(switched: Switched, shared: Arc<Shared>, mut io: OwnedWriteHalf)
     let Ok(stream) = read.reunite(io) else {
         return;
     };
-    if let Err(e) = switched.splice(stream, &early).await {
+    if let Err(e) = switched.splice(stream, &early, stall).await {
         tracing::debug!(error = %e, "WebSocket tunnel ended with an error");
     }
 }

@@ -223,8 +223,13 @@ impl Link {
             let mut fields = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
             let mut parsed = httparse::Response::new(&mut []);
             if let Some(len) = parse_front(&mut parsed, &self.buf, &mut fields)? {
-                if parsed.code == Some(101) {
-                    return Ok(Answer::Switched(self.buf.split_to(len).freeze()));
+                match parsed.code {
+                    Some(101) => return Ok(Answer::Switched(self.buf.split_to(len).freeze())),
+                    Some(code) if (100..200).contains(&code) => {
+                        self.buf.advance(len);
+                        continue;
+                    }
+                    _ => {}
                 }
                 if let Some((head, framing)) = self.parse_head(method, false)? {
                     return Ok(Answer::Final(head, framing));
@@ -483,8 +488,8 @@ fn put_head(
     for (name, value) in req.headers() {
         if (length || name != header::CONTENT_LENGTH) && !set.iter().any(|(n, _)| n == name) {
             if name == header::EXPECT {
-                // The last one counts, as for the client.
-                expect = asks_continue(value.as_bytes());
+                // Any one asks, as for the client (uvicorn never clears its flag).
+                expect |= asks_continue(value.as_bytes());
             }
             put_field(out, name.as_str().as_bytes(), value.as_bytes());
         }
@@ -558,7 +563,9 @@ impl Framing {
         // Not reused after a 5xx: vLLM's server (uvicorn) closes the connection after the
         // 500 of an unhandled exception without `Connection: close`, and the next request
         // sent on it would fail with a 502. (A 101 never gets here: see `unasked_switch`.)
-        let keep_alive = !close && !http10 && !status.is_server_error();
+        // Nor after a CONNECT, which llhttp takes for an upgrade.
+        let keep_alive =
+            !close && !http10 && !status.is_server_error() && *method != Method::CONNECT;
         let bodiless = method == Method::HEAD
             || status.is_informational()
             || status == StatusCode::NO_CONTENT
@@ -787,7 +794,12 @@ fn parse_front<'h, 'b>(
 fn bodiless(method: &Method) -> bool {
     matches!(
         *method,
-        Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS | Method::TRACE
+        Method::GET
+            | Method::HEAD
+            | Method::DELETE
+            | Method::OPTIONS
+            | Method::TRACE
+            | Method::CONNECT
     )
 }
 

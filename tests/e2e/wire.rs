@@ -52,12 +52,23 @@ async fn exchange(addr: SocketAddr, wire: &[u8]) -> (String, Option<String>, Vec
     s.write_all(wire).await.expect("write");
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out).await;
+    // A `100 Continue` head before the answer is noted in its status; the fields of the
+    // answer after it are compared as any answer's.
+    let mut interim = String::new();
+    while out.starts_with(b"HTTP/1.1 1") {
+        let Some(end) = out.windows(4).position(|w| w == b"\r\n\r\n") else {
+            break;
+        };
+        interim += &String::from_utf8_lossy(&out[9..12]);
+        interim += "+";
+        out.drain(..end + 4);
+    }
     let split = out
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .unwrap_or(out.len());
     let head = String::from_utf8_lossy(&out[..split]).into_owned();
-    let status = head.split(' ').nth(1).unwrap_or("none").to_owned();
+    let status = interim + head.split(' ').nth(1).unwrap_or("none");
     let content_type = head.lines().find_map(|l| {
         let (name, value) = l.split_once(':')?;
         name.eq_ignore_ascii_case("content-type")
