@@ -381,6 +381,7 @@ where
             req.headers_mut()
                 .insert("x-forwarded-proto", http::HeaderValue::from_static("https"));
         }
+        let connect = req.method() == http::Method::CONNECT;
         // A WebSocket handshake's connection, once hyper has written the `101`.
         let upgrade = (req.version() < http::Version::HTTP_2
             && crate::tunnel::asks_websocket(req.headers()))
@@ -390,7 +391,10 @@ where
         async move {
             // hyper writes the header map: a forwarded response's fields join it.
             let answer = gw.handle(req.map(Body::new), &conn).await;
-            let own = answer.upstream_fields.is_none();
+            let (own, upstream_closes) = match &answer.upstream_fields {
+                Some(fields) => (false, fields.closes()),
+                None => (true, false),
+            };
             let mut res = answer.into_response();
             if let Some(upgrade) = upgrade {
                 match Switch::take(&mut res) {
@@ -427,9 +431,10 @@ where
                 }
             }
             // uvicorn closes the connection after an unhandled exception's 500: so does
-            // mmgate after those it answers in vLLM's place (HTTP/1 only; as its own
-            // server does).
-            if !http2 && own && res.status() == http::StatusCode::INTERNAL_SERVER_ERROR {
+            // mmgate after those it answers in vLLM's place, after an answer whose upstream
+            // said it closes, and after a CONNECT (HTTP/1 only; as its own server does).
+            let own_500 = own && res.status() == http::StatusCode::INTERNAL_SERVER_ERROR;
+            if !http2 && (own_500 || upstream_closes || connect) {
                 res.headers_mut().insert(
                     http::header::CONNECTION,
                     http::HeaderValue::from_static("close"),

@@ -122,12 +122,12 @@ impl Switched {
             first = &mut up => {
                 let first = first?;
                 let rest = tokio::time::timeout(stall, &mut down).await;
-                (first, rest.map_err(timed_out)??)
+                (first, rest.map_err(unended)??)
             }
             first = &mut down => {
                 let first = first?;
                 let rest = tokio::time::timeout(stall, &mut up).await;
-                (rest.map_err(timed_out)??, first)
+                (rest.map_err(unended)??, first)
             }
         };
         drop(self.held.take());
@@ -171,6 +171,11 @@ async fn write_within<W: AsyncWrite + Unpin>(
     tokio::time::timeout(stall, write)
         .await
         .map_err(timed_out)?
+}
+
+fn unended(_: tokio::time::error::Elapsed) -> std::io::Error {
+    let why = "one side of the tunnel ended, the other did not within the send timeout";
+    std::io::Error::new(std::io::ErrorKind::TimedOut, why)
 }
 
 fn timed_out(_: tokio::time::error::Elapsed) -> std::io::Error {
@@ -286,8 +291,11 @@ mod tests {
         let mut got = Vec::new();
         client_far.read_to_end(&mut got).await.unwrap();
         let started = tokio::time::Instant::now();
-        let ended = splice.await.unwrap();
-        assert!(ended.is_err(), "{ended:?}");
+        let ended = tokio::time::timeout(STALL * 2, splice)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(ended.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
         assert_eq!(started.elapsed(), STALL);
         drop((up_far, client_far));
     }
@@ -300,7 +308,10 @@ mod tests {
         // More than the client's pipe holds; it reads none of it.
         let started = tokio::time::Instant::now();
         tokio::spawn(async move { up_far.write_all(&[b'x'; 4096]).await });
-        let ended = splice.await.unwrap();
+        let ended = tokio::time::timeout(STALL * 2, splice)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(ended.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
         assert_eq!(started.elapsed(), STALL);
     }

@@ -853,10 +853,18 @@ async fn a_connect_with_a_path_goes_on_without_a_body_and_closes() {
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].method, http::Method::CONNECT);
     assert!(seen[0].body.is_empty() && !seen[0].headers.contains_key("content-length"));
+    // Its upstream connection is not reused either: the next request opens another.
+    let mut c = Conn::open(gw.addr).await;
+    c.write(post("1.1", "", CLEAN).as_bytes()).await;
+    assert_eq!(c.response().await.unwrap().status, 200);
+    let seen = fake.received();
+    assert_eq!(seen.len(), 2);
+    assert_ne!(seen[0].peer, seen[1].peer);
 }
 
 /// uvicorn sets llhttp's `lenient_data_after_close`: bytes after a request that does not
-/// keep the connection are ignored, not refused.
+/// keep the connection are ignored, not refused. (Each wire is one write, so on loopback
+/// the trailing bytes come in the same read as the request, which is what is tested.)
 #[tokio::test]
 async fn bytes_after_a_closing_request_are_ignored() {
     let (fake, gw) = start().await;
@@ -869,4 +877,23 @@ async fn bytes_after_a_closing_request_are_ignored() {
         assert_eq!(c.response().await.unwrap().status, 200, "{wire:?}");
     }
     assert_eq!(fake.received().len(), 2);
+}
+
+/// An upstream answer that says `Connection: close` (uvicorn's own 500 does) closes the
+/// client's connection too; the field itself is hop-by-hop and not passed on.
+#[tokio::test]
+async fn an_upstream_that_closes_after_its_answer_closes_the_clients_connection() {
+    const CLOSING: &[u8] = b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\ncontent-length: 21\r\n\r\nInternal Server Error";
+    let url = raw::upstream(CLOSING).await;
+    let gw = gateway_with("[upstream]\nurl = \"{U}\"\n", &[("U", url)], None).await;
+    let mut c = Conn::open(gw.addr).await;
+    c.write(format!("{}{}", post("1.1", "", CLEAN), post("1.1", "", CLEAN)).as_bytes())
+        .await;
+    let r = c.response().await.unwrap();
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (500, "Internal Server Error")
+    );
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(c.closed_within(VERDICT).await);
 }

@@ -176,34 +176,11 @@ async fn a_websocket_session_is_tunnelled_over_tls() {
     gw.stop().await;
 }
 
-/// An upstream that answers every request head with `answer` and closes.
-async fn raw_upstream(answer: &'static [u8]) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut b = [0u8; 1024];
-                while raw::find(&head, b"\r\n\r\n").is_none() {
-                    match s.read(&mut b).await {
-                        Ok(n @ 1..) => head.extend_from_slice(&b[..n]),
-                        _ => return,
-                    }
-                }
-                let _ = s.write_all(answer).await;
-            });
-        }
-    });
-    format!("http://{addr}")
-}
-
 #[tokio::test]
 async fn a_head_handshake_gets_its_refusal_with_the_body_as_a_websocket_server_sends_it() {
     // vLLM's server answers any handshake as a WebSocket server, `HEAD` too: with a body.
     const REFUSAL: &[u8] = b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 70\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nFailed to open a WebSocket connection: unsupported HTTP method: HEAD.\n";
-    let url = raw_upstream(REFUSAL).await;
+    let url = raw::upstream(REFUSAL).await;
     let gw = gateway_with("[upstream]\nurl = \"{U}\"\n", &[("U", url)], None).await;
     for version in ["1.1", "1.0"] {
         let mut c = Conn::open(gw.addr).await;

@@ -118,9 +118,15 @@ pub(super) fn doomed(bytes: &[u8]) -> bool {
     if memchr::memchr(b'\n', bytes).is_none() {
         return false;
     }
-    // The next head alone is parsed (from a copy: parsing takes it off its buffer).
-    let end = memchr::memmem::find(bytes, b"\r\n\r\n").map_or(bytes.len(), |at| at + 4);
-    let head = &bytes[..end.min(MAX_HEAD)];
+    // The next head alone is parsed (from a copy: parsing takes it off its buffer), after
+    // the CR and LF that llhttp skips.
+    let start = bytes
+        .iter()
+        .take_while(|&&b| b == b'\r' || b == b'\n')
+        .count();
+    let end =
+        memchr::memmem::find(&bytes[start..], b"\r\n\r\n").map_or(bytes.len(), |at| start + at + 4);
+    let head = &bytes[..end.min(start + MAX_HEAD)];
     parse(&mut BytesMut::from(head), &mut Fields::default())
         .is_err_and(|status| status == StatusCode::BAD_REQUEST)
 }
@@ -238,8 +244,9 @@ fn parse_line(
     // too: no body (its framing fields are not read), and the connection closes after the
     // answer. A WebSocket handshake keeps its fields (it is forwarded as it came,
     // [`crate::tunnel`]); what follows its head is the tunnel's, not a body.
-    // llhttp takes every CONNECT for an upgrade too (seen on vLLM's server: no body read,
-    // the rest of the read dropped).
+    // llhttp takes every CONNECT for an upgrade too: no body is read, and the rest of that
+    // read is dropped (vLLM's server then parses the next read as a new request; mmgate,
+    // which cannot see read boundaries as it saw them, closes the connection instead).
     let upgrade = seen.upgrade_token && seen.upgrade_field || method == Method::CONNECT;
     let websocket = upgrade && !ambiguous && crate::tunnel::asks_websocket(&headers);
     let (framing, keep_alive) = if upgrade && !ambiguous {
@@ -291,7 +298,12 @@ fn parse_line(
         keep_alive,
         expect_continue: seen.expect_continue && version == Version::HTTP_11,
         upgrade: upgrade && !ambiguous,
-        pipelines: !seen.close && (version == Version::HTTP_11 || seen.keep_alive),
+        // llhttp's own rule: on HTTP/1.1 no `close`; on any other version `keep-alive`,
+        // whatever else (it looks at `close` only from 1.1 on).
+        pipelines: match version {
+            Version::HTTP_11 => !seen.close,
+            _ => seen.keep_alive,
+        },
     }))
 }
 

@@ -187,13 +187,16 @@ pub async fn serve(
             version,
             head: is_head,
             // uvicorn closes the connection after an unhandled exception's 500: so does
-            // mmgate after those it answers in vLLM's place (a forwarded 500 leaves the
-            // connection as vLLM's handled ones leave it).
+            // mmgate after those it answers in vLLM's place, and after an answer whose
+            // upstream said it closes (a forwarded 500 otherwise leaves the connection as
+            // vLLM's handled ones leave it).
             keep_alive: head.keep_alive
                 && body_done
                 && !*stopping.borrow()
-                && !(answer.response.status() == http::StatusCode::INTERNAL_SERVER_ERROR
-                    && answer.upstream_fields.is_none()),
+                && match &answer.upstream_fields {
+                    Some(fields) => !fields.closes(),
+                    None => answer.response.status() != http::StatusCode::INTERNAL_SERVER_ERROR,
+                },
             send_timeout: gateway.config().limits.send_timeout,
         };
         match write::respond(&mut io, &mut out, &shared, answer, asked).await {
@@ -222,8 +225,10 @@ fn doomed_after(head: &head::Head, buf: &[u8]) -> bool {
 /// Writes the upstream's `101` head as it came, then joins the client's connection (with
 /// what it sent after its handshake) to the upstream's until both directions have ended.
 async fn tunnel(switched: Switched, shared: Arc<Shared>, mut io: OwnedWriteHalf, stall: Duration) {
-    if io.write_all(switched.head()).await.is_err() {
-        return;
+    // Bounded as every write to the client is (it may have stopped reading).
+    match tokio::time::timeout(stall, io.write_all(switched.head())).await {
+        Ok(Ok(())) => {}
+        _ => return,
     }
     // The handshake had no body: nothing else holds the read side now.
     let Some((read, early)) = Shared::into_parts(shared) else {

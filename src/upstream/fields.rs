@@ -27,6 +27,8 @@ pub struct ResponseFields {
     date: bool,
     /// Whether the response's body comes as the upstream's chunks (size lines and all).
     chunks: bool,
+    /// Whether the upstream said `Connection: close` (a hop-by-hop field, not passed on).
+    close: bool,
 }
 
 /// Lines `start..end` of the head; `length` when they are one `Content-Length` field.
@@ -129,6 +131,7 @@ impl Kept {
             runs: self.runs,
             date: self.date,
             chunks,
+            close: false,
         }
     }
 }
@@ -139,6 +142,18 @@ impl ResponseFields {
     /// client sent a chunked body.
     pub fn chunks_as_sent(&self) -> bool {
         self.chunks
+    }
+
+    /// These fields, of a response after which the upstream closes when `close`.
+    pub(super) fn closing(mut self, close: bool) -> Self {
+        self.close = close;
+        self
+    }
+
+    /// Whether the upstream said it closes its connection after this response
+    /// (`Connection: close`, as uvicorn says after its own 500): the client's closes too.
+    pub fn closes(&self) -> bool {
+        self.close
     }
 
     /// Whether the upstream sent a `Date`.

@@ -457,7 +457,9 @@ impl Link {
                 // A length beside `Transfer-Encoding` is not the body's: never passed on.
                 kept = kept.without_length();
             }
-            let fields = kept.over(self.buf.split_to(len).freeze(), passing);
+            let fields = kept
+                .over(self.buf.split_to(len).freeze(), passing)
+                .closing(framing.close);
             return Ok(Some((Head { status, fields }, framing)));
         }
     }
@@ -531,6 +533,8 @@ fn unasked_switch() -> Failure {
 pub(super) struct Framing {
     kind: Kind,
     keep_alive: bool,
+    /// The upstream said `Connection: close` (its server closes after the answer).
+    close: bool,
 }
 
 enum Kind {
@@ -579,6 +583,7 @@ impl Framing {
             return Ok(Framing {
                 kind: Kind::Done,
                 keep_alive: keep_alive && !declares,
+                close,
             });
         }
         if let Some(last) = values("transfer-encoding").next_back() {
@@ -589,10 +594,12 @@ impl Framing {
                 true => Framing {
                     kind: Kind::Chunked(Chunked::default()),
                     keep_alive: reuse,
+                    close,
                 },
                 false => Framing {
                     kind: Kind::Close,
                     keep_alive: false,
+                    close,
                 },
             });
         }
@@ -614,10 +621,12 @@ impl Framing {
             Some(n) => Framing {
                 kind: Kind::Length(n),
                 keep_alive,
+                close,
             },
             None => Framing {
                 kind: Kind::Close,
                 keep_alive: false,
+                close,
             },
         })
     }

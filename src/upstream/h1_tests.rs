@@ -35,18 +35,22 @@ fn response_framing_follows_rfc_9112() {
         Ok(Framing {
             kind: Kind::Done,
             keep_alive,
+            ..
         }) => format!("none {keep_alive}"),
         Ok(Framing {
             kind: Kind::Length(n),
             keep_alive,
+            ..
         }) => format!("length {n} {keep_alive}"),
         Ok(Framing {
             kind: Kind::Chunked(_),
             keep_alive,
+            ..
         }) => format!("chunked {keep_alive}"),
         Ok(Framing {
             kind: Kind::Close,
             keep_alive,
+            ..
         }) => format!("close {keep_alive}"),
         Err(_) => "error".into(),
     };

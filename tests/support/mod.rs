@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
@@ -24,6 +24,8 @@ pub mod variants;
 /// One request as the fake upstream received it.
 #[derive(Debug, Clone)]
 pub struct Received {
+    /// The connection it came on (the gateway's side of it).
+    pub peer: SocketAddr,
     pub method: Method,
     pub path: String,
     pub headers: HeaderMap,
@@ -104,6 +106,7 @@ impl FakeVllm {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             axum::serve(listener, app).await.unwrap();
         });
         FakeVllm { addr, state }
@@ -133,13 +136,17 @@ impl FakeVllm {
     }
 }
 
-async fn handle(State(state): State<Arc<FakeState>>, req: Request) -> Response {
+async fn handle(
+    State(state): State<Arc<FakeState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+) -> Response {
     if req
         .headers()
         .get("upgrade")
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"))
     {
-        return websocket(&state, req);
+        return websocket(&state, peer, req);
     }
     let (parts, body) = req.into_parts();
     let path = parts
@@ -188,6 +195,7 @@ async fn handle(State(state): State<Arc<FakeState>>, req: Request) -> Response {
         .map(|c| c.to_bytes())
         .unwrap_or_default();
     state.received.lock().unwrap().push(Received {
+        peer,
         method: parts.method.clone(),
         path: path.clone(),
         headers: parts.headers.clone(),
@@ -220,8 +228,9 @@ async fn handle(State(state): State<Arc<FakeState>>, req: Request) -> Response {
 /// /v1/realtime` with a key switches (the fake then sends `session.created\n` and echoes
 /// what it gets in upper case until the client ends its side), one without a key gets 400,
 /// any other path or method 403; a refused handshake closes the connection.
-fn websocket(state: &FakeState, mut req: Request) -> Response {
+fn websocket(state: &FakeState, peer: SocketAddr, mut req: Request) -> Response {
     state.received.lock().unwrap().push(Received {
+        peer,
         method: req.method().clone(),
         path: req.uri().to_string(),
         headers: req.headers().clone(),

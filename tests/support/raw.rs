@@ -215,3 +215,27 @@ pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 pub fn head(path: &str, extra: &str) -> String {
     format!("POST {path} HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n{extra}\r\n")
 }
+
+/// An upstream that answers each connection's first request head with `answer`, as raw
+/// bytes, and closes it: for answers no server library writes.
+pub async fn upstream(answer: &'static [u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1024];
+                while find(&head, b"\r\n\r\n").is_none() {
+                    match s.read(&mut b).await {
+                        Ok(n @ 1..) => head.extend_from_slice(&b[..n]),
+                        _ => return,
+                    }
+                }
+                let _ = s.write_all(answer).await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
