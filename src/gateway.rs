@@ -30,7 +30,7 @@ use crate::metrics::Metrics;
 use crate::pool::Pool;
 use crate::record::{ClientRequests, Outcome, Recorder};
 use crate::rewrite::{nullify, strip};
-use crate::tunnel::Switch;
+use crate::tunnel::{Handshake, Switch};
 use crate::upstream::{remove_hop_by_hop, ResponseFields, SliceBody, Upstream};
 
 /// The response header that lists the fields mmgate removed.
@@ -291,8 +291,8 @@ impl Gateway {
         // server reads no body after such a head, and answers it as a WebSocket. It goes on
         // with its fields as they came (its upgrade ones are the point; vLLM refuses one
         // with a body's fields in its own words).
-        let websocket =
-            req.version() < http::Version::HTTP_2 && crate::tunnel::asks_websocket(req.headers());
+        // (Marked by the server that read the head: [`Handshake`].)
+        let websocket = req.extensions().get::<Handshake>().is_some();
         // Everything below reads the headers vLLM will get: a header the client names in
         // `Connection` is removed before forwarding, so no verdict may rest on it.
         if !websocket {
@@ -340,7 +340,7 @@ impl Gateway {
                 own => own,
             };
             return self
-                .exchange(
+                .forward(
                     Exchange::Handshake,
                     pool,
                     who.client,
@@ -360,8 +360,16 @@ impl Gateway {
                     let bytes = self.read_body(req, pool.max_body_bytes).await?;
                     *req.body_mut() = Body::from(bytes);
                 }
-                self.forward(pool.id, who.client, req, conn, outcome, held)
-                    .await
+                self.forward(
+                    Exchange::Request,
+                    pool.id,
+                    who.client,
+                    req,
+                    conn,
+                    outcome,
+                    held,
+                )
+                .await
             }
             Route::Gated(kind) => self.gated(kind, who.client, req, conn, outcome, held).await,
         }
@@ -409,7 +417,9 @@ impl Gateway {
                     limit: own.max_body_bytes,
                 });
             }
-            return self.forward(own.id, id, req, conn, outcome, held).await;
+            return self
+                .forward(Exchange::Request, own.id, id, req, conn, outcome, held)
+                .await;
         }
         // Read up to the largest limit of the pools this client can reach; check the chosen one below.
         let reachable = match client.mode {
@@ -469,7 +479,9 @@ impl Gateway {
                     check_values(&pool.values, pool.name, f)?;
                 }
                 *req.body_mut() = Body::from(bytes);
-                let res = self.forward(pool.id, id, req, conn, outcome, held).await;
+                let res = self
+                    .forward(Exchange::Request, pool.id, id, req, conn, outcome, held)
+                    .await;
                 if pool.id != client.pool {
                     outcome.outcome = "routed";
                 }
@@ -493,7 +505,9 @@ impl Gateway {
                 // Noted before forwarding: a stripped request whose client leaves (or whose
                 // upstream fails) is still recorded and logged as stripped.
                 outcome.stripped = fields;
-                let mut res = self.forward(pool.id, id, req, conn, outcome, held).await?;
+                let mut res = self
+                    .forward(Exchange::Request, pool.id, id, req, conn, outcome, held)
+                    .await?;
                 res.headers_mut().insert(STRIPPED_HEADER, header);
                 outcome.outcome = "stripped";
                 Ok(res)
@@ -531,24 +545,10 @@ impl Gateway {
     }
 
     /// Admits the request to the pool (permits held in `held` until the body ends), picks a
-    /// healthy member and forwards.
-    async fn forward(
-        &self,
-        pool: PoolId,
-        id: ClientId,
-        req: &mut Request<Body>,
-        conn: &ConnInfo,
-        outcome: &mut Outcome,
-        held: &mut Held,
-    ) -> Result<Response<Body>, GateError> {
-        self.exchange(Exchange::Request, pool, id, req, conn, outcome, held)
-            .await
-    }
-
-    /// Sends a request (or a WebSocket handshake, whose tunnel then holds the admission,
-    /// [`crate::tunnel`]) to a member of `pool`, once the pool admits it.
+    /// healthy member and sends it there: a request, or a WebSocket handshake (whose tunnel
+    /// then holds the admission, [`crate::tunnel`]).
     #[allow(clippy::too_many_arguments)]
-    async fn exchange(
+    async fn forward(
         &self,
         kind: Exchange,
         pool: PoolId,

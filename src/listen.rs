@@ -31,7 +31,7 @@ mod stall;
 use crate::framing::{AmbiguousFraming, Exchange, Watched};
 use crate::identify::PeerCertificate;
 use crate::reload::Live;
-use crate::tunnel::Switch;
+use crate::tunnel::{Handshake, Switch};
 
 /// What is known about a client connection, attached to each of its requests.
 #[derive(Debug, Clone)]
@@ -385,7 +385,10 @@ where
         // A WebSocket handshake's connection, once hyper has written the `101`.
         let upgrade = (req.version() < http::Version::HTTP_2
             && crate::tunnel::asks_websocket(req.headers()))
-        .then(|| hyper::upgrade::on(&mut req));
+        .then(|| {
+            req.extensions_mut().insert(Handshake);
+            hyper::upgrade::on(&mut req)
+        });
         let gw = live.gateway();
         let conn = conn.clone();
         async move {

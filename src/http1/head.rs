@@ -179,11 +179,11 @@ fn parse_line(
         Err(_) => return Err(StatusCode::BAD_REQUEST),
     };
     let bad = StatusCode::BAD_REQUEST;
-    let method = parsed.method.unwrap_or_default();
-    if !LLHTTP_METHODS.contains(&method) {
+    let method =
+        Method::from_bytes(parsed.method.unwrap_or_default().as_bytes()).map_err(|_| bad)?;
+    if !llhttp_knows(&method) {
         return Err(bad);
     }
-    let method = Method::from_bytes(method.as_bytes()).map_err(|_| bad)?;
     let target = parsed.path.unwrap_or_default().as_bytes();
     if vllm_refuses_target(target) {
         return Err(bad);
@@ -378,6 +378,20 @@ impl Seen {
         }
         Ok(())
     }
+}
+
+/// Whether llhttp knows `method` (the common ones first, without a string comparison).
+fn llhttp_knows(method: &Method) -> bool {
+    [
+        Method::POST,
+        Method::GET,
+        Method::HEAD,
+        Method::OPTIONS,
+        Method::PUT,
+    ]
+    .iter()
+    .any(|m| m == method)
+        || LLHTTP_METHODS.contains(&method.as_str())
 }
 
 /// A coding of a `Transfer-Encoding` list as llhttp reads it: the spaces and tabs before it
