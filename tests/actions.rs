@@ -1007,39 +1007,25 @@ async fn a_rejected_request_gets_vllms_cors_headers() {
     let gw = gateway("[gate]\ndefault = \"reject\"\n", &fake).await;
     let c = client();
     let body = r#"{"model":"tiny","messages":[],"mm_processor_kwargs":{"a":1}}"#;
-    let json = ("content-type", "application/json");
-    let origin = ("origin", "https://app.example");
-    let r = send(
-        &c,
-        gw.addr,
-        "POST",
-        "/v1/chat/completions",
-        &[json, origin],
-        body,
-    )
-    .await;
+    const JSON: (&str, &str) = ("content-type", "application/json");
+    const ORIGIN: (&str, &str) = ("origin", "https://app.example");
+    let chat = |headers: &'static [(&'static str, &'static str)], body: &'static str| {
+        send(&c, gw.addr, "POST", "/v1/chat/completions", headers, body)
+    };
+    let r = chat(&[JSON, ORIGIN], body).await;
     assert_eq!(r.status, 400);
     assert_eq!(r.body, GATE_BODY_MM_PROCESSOR_KWARGS.as_bytes());
     assert_eq!(r.headers["access-control-allow-origin"], "*");
     assert_eq!(r.headers["vary"], "Origin");
-    let r = send(&c, gw.addr, "POST", "/v1/chat/completions", &[json], body).await;
+    let r = chat(&[JSON], body).await;
     assert!(!r.headers.contains_key("access-control-allow-origin"));
     assert_eq!(r.headers["vary"], "Origin");
-    let clean = r#"{"model":"tiny","messages":[]}"#;
-    let r = send(
-        &c,
-        gw.addr,
-        "POST",
-        "/v1/chat/completions",
-        &[json, origin],
-        clean,
-    )
-    .await;
+    let r = chat(&[JSON, ORIGIN], r#"{"model":"tiny","messages":[]}"#).await;
     assert_eq!(r.status, 200);
     assert!(!r.headers.contains_key("vary"), "the fake sends none");
     // An unhandled exception's 500 is given outside the middleware: none there.
     let deep = format!("{}{}", "[".repeat(966), "]".repeat(966));
-    let r = send(&c, gw.addr, "POST", "/invocations", &[json, origin], deep).await;
+    let r = send(&c, gw.addr, "POST", "/invocations", &[JSON, ORIGIN], deep).await;
     assert_eq!(r.status, 500);
     assert!(
         !r.headers.contains_key("vary") && !r.headers.contains_key("access-control-allow-origin")

@@ -213,15 +213,7 @@ async fn raw_tls(
     gw: std::net::SocketAddr,
     alpn: &[u8],
 ) -> raw::Conn<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
-    let mut config = pki.client_config(None);
-    config.alpn_protocols = vec![alpn.to_vec()];
-    let tcp = tokio::net::TcpStream::connect(gw).await.unwrap();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .unwrap();
-    raw::Conn::over(tls)
+    raw::Conn::over(tls_stream(pki, gw, alpn).await)
 }
 
 #[tokio::test]

@@ -9,8 +9,6 @@ mod raw;
 mod support;
 mod tls_support;
 
-use std::sync::Arc;
-
 use raw::{Conn, VERDICT};
 use support::*;
 use tls_support::*;
@@ -145,29 +143,13 @@ async fn a_websocket_session_is_tunnelled_over_tls() {
     let server = pki.server("server");
     let fake = FakeVllm::start().await;
     let gw = gateway(&tls_section(&pki, &server, "none"), &fake).await;
-    let mut config = pki.client_config(None);
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .unwrap();
-    let mut c = Conn::over(tls);
+    let mut c = Conn::over(tls_stream(&pki, gw.addr, b"http/1.1").await);
     session(&mut c).await;
     let seen = fake.received();
     assert_eq!(seen[0].headers["x-forwarded-proto"], "https");
 
     // A refused one closes the connection there too.
-    let tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
-    let mut config = pki.client_config(None);
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .unwrap();
-    let mut c = Conn::over(tls);
+    let mut c = Conn::over(tls_stream(&pki, gw.addr, b"http/1.1").await);
     c.write(handshake("GET", "/v1/models", KEYED).as_bytes())
         .await;
     let r = c.response().await.unwrap();

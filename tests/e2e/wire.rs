@@ -81,6 +81,30 @@ async fn exchange(addr: SocketAddr, wire: &[u8]) -> (String, Option<String>, Vec
     )
 }
 
+/// Sends `wire` to the untrusted server and to the reject gateway in front of a trusted one,
+/// and notes in `failures` an answer that differs.
+async fn compare(
+    what: &str,
+    wire: &[u8],
+    (untrusted, reject): (SocketAddr, SocketAddr),
+    failures: &mut Vec<String>,
+) {
+    let want = exchange(untrusted, wire).await;
+    let got = exchange(reject, wire).await;
+    if want != got {
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        failures.push(format!(
+            "{what}: vLLM {} {:?} {}, mmgate {} {:?} {}",
+            want.0,
+            want.1,
+            text(&want.2),
+            got.0,
+            got.1,
+            text(&got.2)
+        ));
+    }
+}
+
 /// Chunked framings of [`OFFENDING`], well and badly formed.
 fn chunkings() -> [String; 12] {
     let n = OFFENDING.len();
@@ -124,19 +148,8 @@ pub(crate) async fn request_lines(
         let wire = format!(
             "{line}\r\nHost: gw\r\nContent-Type: application/json\r\n{fields}Connection: close\r\n\r\n{body}"
         );
-        let want = exchange(untrusted, wire.as_bytes()).await;
-        let got = exchange(reject, wire.as_bytes()).await;
-        if want != got {
-            failures.push(format!(
-                "request {line:?} {fields:?} {body:?}: vLLM {} {:?} {}, mmgate {} {:?} {}",
-                want.0,
-                want.1,
-                String::from_utf8_lossy(&want.2),
-                got.0,
-                got.1,
-                String::from_utf8_lossy(&got.2)
-            ));
-        }
+        let what = format!("request {line:?} {fields:?} {body:?}");
+        compare(&what, wire.as_bytes(), (untrusted, reject), failures).await;
     }
 }
 
@@ -179,19 +192,8 @@ pub(crate) async fn handshakes(
         let wire = format!(
             "{line}\r\nHost: gw\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n{fields}\r\n{after}"
         );
-        let want = exchange(untrusted, wire.as_bytes()).await;
-        let got = exchange(reject, wire.as_bytes()).await;
-        if want != got {
-            failures.push(format!(
-                "handshake {line:?} {fields:?}: vLLM {} {:?} {}, mmgate {} {:?} {}",
-                want.0,
-                want.1,
-                String::from_utf8_lossy(&want.2),
-                got.0,
-                got.1,
-                String::from_utf8_lossy(&got.2)
-            ));
-        }
+        let what = format!("handshake {line:?} {fields:?}");
+        compare(&what, wire.as_bytes(), (untrusted, reject), failures).await;
     }
 }
 
@@ -215,18 +217,7 @@ pub(crate) async fn leftovers(
         "GE\u{1}".to_owned(),
     ];
     for wire in wires {
-        let want = exchange(untrusted, wire.as_bytes()).await;
-        let got = exchange(reject, wire.as_bytes()).await;
-        if want != got {
-            failures.push(format!(
-                "leftover {wire:?}: vLLM {} {:?} {}, mmgate {} {:?} {}",
-                want.0,
-                want.1,
-                String::from_utf8_lossy(&want.2),
-                got.0,
-                got.1,
-                String::from_utf8_lossy(&got.2)
-            ));
-        }
+        let what = format!("leftover {wire:?}");
+        compare(&what, wire.as_bytes(), (untrusted, reject), failures).await;
     }
 }

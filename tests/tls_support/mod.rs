@@ -1,4 +1,5 @@
-//! TLS test helpers shared by tests/tls.rs, tests/reload.rs and tests/shutdown.rs: a test
+//! TLS test helpers shared by tests/tls.rs, tests/reload.rs, tests/shutdown.rs and
+//! tests/websocket.rs: a test
 //! PKI made at test time with rcgen (written to a scratch directory as PEM files), TLS
 //! clients trusting it, a fake vLLM behind a rustls listener, policy files on disk, and a
 //! streaming request whose frames the test reads one at a time.
@@ -335,4 +336,20 @@ impl Stream {
         }
         Ok(String::from_utf8_lossy(&out).into_owned())
     }
+}
+
+/// A TLS connection to `gw` (as `localhost`) trusting the test PKI and offering only `alpn`.
+pub async fn tls_stream(
+    pki: &Pki,
+    gw: SocketAddr,
+    alpn: &[u8],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let mut config = pki.client_config(None);
+    config.alpn_protocols = vec![alpn.to_vec()];
+    let tcp = tokio::net::TcpStream::connect(gw).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap()
 }
