@@ -49,6 +49,11 @@ async fn the_pool_concurrency_bound_holds_under_a_burst() {
         metric(&c, s.gw.admin, queued).await == Some(4.0)
     })
     .await;
+    // The two admitted may still be on their way to the pool; the four queued cannot be.
+    eventually("2 at the pool", || async {
+        s.trusted.received().len() >= 2
+    })
+    .await;
     assert_eq!(
         s.trusted.received().len(),
         2,
