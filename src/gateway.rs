@@ -46,6 +46,17 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// Whether the client's connection closes after this answer, as vLLM's server closes
+    /// it: after an unhandled exception's 500 (those mmgate answers in vLLM's place), or
+    /// when the upstream said `Connection: close` (a forwarded 500 otherwise leaves it as
+    /// vLLM's handled ones do).
+    pub fn closes_connection(&self) -> bool {
+        match &self.upstream_fields {
+            Some(fields) => fields.closes(),
+            None => self.response.status() == http::StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
     /// The response with the upstream's fields in its header map (for hyper); the gateway's
     /// own fields replace the upstream's of the same names.
     pub fn into_response(self) -> Response<Body> {

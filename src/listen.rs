@@ -394,10 +394,8 @@ where
         async move {
             // hyper writes the header map: a forwarded response's fields join it.
             let answer = gw.handle(req.map(Body::new), &conn).await;
-            let (own, upstream_closes) = match &answer.upstream_fields {
-                Some(fields) => (false, fields.closes()),
-                None => (true, false),
-            };
+            // After a CONNECT too, as mmgate's own server closes (HTTP/1 only).
+            let mut close = !http2 && (answer.closes_connection() || connect);
             let mut res = answer.into_response();
             if let Some(upgrade) = upgrade {
                 match Switch::take(&mut res) {
@@ -425,19 +423,10 @@ where
                     }
                     // A refused handshake: the connection closes after the answer, as
                     // vLLM's server closes it.
-                    None => {
-                        res.headers_mut().insert(
-                            http::header::CONNECTION,
-                            http::HeaderValue::from_static("close"),
-                        );
-                    }
+                    None => close = true,
                 }
             }
-            // uvicorn closes the connection after an unhandled exception's 500: so does
-            // mmgate after those it answers in vLLM's place, after an answer whose upstream
-            // said it closes, and after a CONNECT (HTTP/1 only; as its own server does).
-            let own_500 = own && res.status() == http::StatusCode::INTERNAL_SERVER_ERROR;
-            if !http2 && (own_500 || upstream_closes || connect) {
+            if close {
                 res.headers_mut().insert(
                     http::header::CONNECTION,
                     http::HeaderValue::from_static("close"),

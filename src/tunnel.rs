@@ -5,9 +5,10 @@
 //! it came, on an upstream connection of its own, and without the bytes after its head:
 //! vLLM's server reads none of them as a body. If the upstream switches (`101`), its head
 //! goes to the client as it came and the two connections are joined byte for byte
-//! ([`Switched::splice`]) until both directions have ended (bounded: see there). Any other answer (vLLM's 403
-//! for a path with no WebSocket route, its 400 for a malformed handshake) is passed on as
-//! an answer, and the client's connection closes after it, as vLLM's server closes it.
+//! ([`Switched::splice`]) until both directions have ended (bounded: see there). Any other
+//! answer (vLLM's 403 for a path with no WebSocket route, its 400 for a malformed
+//! handshake) is passed on as an answer, and the client's connection closes after it, as
+//! vLLM's server closes it.
 //!
 //! The gateway sends a switched response up with its [`Switch`] among the extensions; the
 //! server that wrote the head takes it and splices ([`crate::http1`] for plain HTTP/1.1,
@@ -15,12 +16,11 @@
 //! its pool's admission) is held by the tunnel until it ends.
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::Response;
-use std::time::Duration;
-
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// uvicorn's test for a WebSocket handshake: the last `Connection` field holds the
@@ -52,7 +52,7 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 
 /// An upstream connection that switched to WebSocket, and what the tunnel holds.
 pub struct Switched {
-    /// The upstream's `101` head, as it came (its request line to its blank line).
+    /// The upstream's `101` head, as it came (its status line to its blank line).
     head: Bytes,
     /// What the upstream sent after its head before the splice began.
     early: BytesMut,

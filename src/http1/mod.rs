@@ -186,17 +186,10 @@ pub async fn serve(
         let asked = Asked {
             version,
             head: is_head,
-            // uvicorn closes the connection after an unhandled exception's 500: so does
-            // mmgate after those it answers in vLLM's place, and after an answer whose
-            // upstream said it closes (a forwarded 500 otherwise leaves the connection as
-            // vLLM's handled ones leave it).
             keep_alive: head.keep_alive
                 && body_done
                 && !*stopping.borrow()
-                && match &answer.upstream_fields {
-                    Some(fields) => !fields.closes(),
-                    None => answer.response.status() != http::StatusCode::INTERNAL_SERVER_ERROR,
-                },
+                && !answer.closes_connection(),
             send_timeout: gateway.config().limits.send_timeout,
         };
         match write::respond(&mut io, &mut out, &shared, answer, asked).await {
