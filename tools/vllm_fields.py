@@ -170,6 +170,9 @@ def accepts(x):
         return {"STR", "NOT_INT"}
     if (o or x) in (list, tuple, set, frozenset):
         return {"ARRAY"}
+    # Validated lazily, when read; but only an iterable is taken: a string, a list, an object.
+    if (o or x) is collections.abc.Iterable:
+        return {"STR", "NOT_INT", "ARRAY", "OBJECT"}
     if (o or x) is dict or typing_extensions.is_typeddict(x):
         return {"OBJECT"}
     if isinstance(x, type) and issubclass(x, pydantic.BaseModel):
@@ -593,6 +596,8 @@ CLASS_CHECKS = {
     ("ResponsesRequest", "validate_prompt"): "ResponsesPrompt",
     ("ChatCompletionRequest", "check_tool_usage"): "ChatToolUsage",
     ("ResponsesRequest", "check_tool_usage"): "ResponsesToolUsage",
+    # The completion request's version counts the constraints only (no tool_choice clause).
+    ("CompletionRequest", "check_structured_outputs_count"): "StructuredOutputsCount",
 }
 # (The batch route then validates each conversation as a ChatCompletionRequest: mmgate runs
 # that model's checks on the request it rebuilds, `types::batch_rebuilt`.)

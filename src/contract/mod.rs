@@ -141,7 +141,8 @@ pub enum Invalid {
     #[error("a top-level key is not valid Unicode (lone surrogate)")]
     KeyNotUnicode,
     /// A check of the route's request model (a pydantic `model_validator`) refuses the
-    /// body, naming this parameter.
+    /// body, naming this parameter, with an error that is no pydantic validation error
+    /// (`VLLMValidationError`, or a `TypeError`).
     #[error("vLLM's request model refuses `{0}`")]
     ModelCheck(&'static str),
     /// `/pooling`'s handler refuses the request before the gate, naming this parameter
@@ -183,6 +184,11 @@ pub enum Invalid {
     /// "Cannot find suitable handler for request").
     #[error("no request type of the upstream's /invocations handlers takes the body")]
     NoHandler,
+    /// `/invocations`: a check of a request type its dispatch tries raises an error that is
+    /// no validation error ([`Invalid::ModelCheck`]), which ends the dispatch; earlier types
+    /// may have refused the gated fields' types, so they reach vLLM as sent.
+    #[error("the /invocations dispatch ends at a request model's check of `{0}`")]
+    DispatchEnded(&'static str),
     /// A `chat_template` or `chat_template_kwargs` for a Mistral tokenizer.
     #[error("chat_template is not supported for Mistral tokenizers.")]
     MistralTemplate,
@@ -230,7 +236,9 @@ impl Invalid {
         match self {
             Invalid::FieldType { gated, .. } => gated,
             // vLLM refuses it whatever the gated fields hold: it goes as sent.
-            Invalid::NoHandler | Invalid::SageMakerSession => &Field::ALL,
+            Invalid::NoHandler | Invalid::DispatchEnded(_) | Invalid::SageMakerSession => {
+                &Field::ALL
+            }
             _ => &[],
         }
     }
@@ -268,13 +276,25 @@ const INVOCATION_TYPES: [RouteKind; 7] = [
     RouteKind::Pooling,
 ];
 
+/// Where SageMaker's dispatch takes an `/invocations` body.
+enum Dispatch {
+    /// To the first request type that validates it, named by its route.
+    To(RouteKind),
+    /// A request type's check raised an error that is no pydantic `ValidationError` (a
+    /// `VLLMValidationError`, a `TypeError`), naming this parameter: the dispatch ends.
+    Ends(&'static str),
+    /// No request type validates it.
+    Nowhere,
+}
+
 /// The route an `/invocations` body dispatches to (SageMaker's dispatch: the first request
-/// type of the server's handlers that validates it), or `None` when none does. With the
-/// served routes known, that is the first type mmgate does not certainly refuse; unknown,
-/// the type the body's shape names.
-fn invocations_route(f: &Findings, up: &UpstreamFacts) -> Option<RouteKind> {
+/// type of the server's handlers that validates it, moving on only past validation
+/// errors). With the served routes known, each type is judged in turn: a check that
+/// refuses the body ([`Invalid::ModelCheck`]) ends the dispatch, other certain refusals move
+/// it on. Unknown, the type the body's shape names.
+fn invocations_route(f: &Findings, up: &UpstreamFacts) -> Dispatch {
     let Some(served) = &up.served_routes else {
-        return Some(if f.facts.has_messages {
+        return Dispatch::To(if f.facts.has_messages {
             RouteKind::Chat
         } else if f.facts.read.get(Read::Prompt).is_some() {
             RouteKind::Completions
@@ -282,10 +302,14 @@ fn invocations_route(f: &Findings, up: &UpstreamFacts) -> Option<RouteKind> {
             RouteKind::Embeddings
         });
     };
-    INVOCATION_TYPES
-        .into_iter()
-        .filter(|r| served.contains(r))
-        .find(|&r| request_errors(r, f, up, false).is_none())
+    for route in INVOCATION_TYPES.into_iter().filter(|r| served.contains(r)) {
+        match request_errors(route, f, up, false) {
+            None => return Dispatch::To(route),
+            Some(Invalid::ModelCheck(parameter)) => return Dispatch::Ends(parameter),
+            Some(_) => {}
+        }
+    }
+    Dispatch::Nowhere
 }
 
 fn family(route: RouteKind) -> Family {
@@ -314,11 +338,10 @@ fn declared(route: RouteKind, f: &Findings) -> (bool, bool) {
         | RouteKind::Responses
         | RouteKind::ResponsesRender => (true, true),
         RouteKind::Completions | RouteKind::CompletionsRender => (false, false),
-        // Union of a completion form (neither) and a chat form (both): typed only when the
-        // completion form cannot apply.
+        // Union of a completion form (neither) and a chat form (both).
         RouteKind::Tokenize => {
-            let chat_only = facts.has_messages && facts.read.get(Read::Prompt).is_none();
-            (chat_only, chat_only)
+            let chat = tokenize_chat_form(f);
+            (chat, chat)
         }
         // Text and chat forms both declare mm_processor_kwargs; only the chat form declares
         // media_io_kwargs.
@@ -329,6 +352,31 @@ fn declared(route: RouteKind, f: &Findings) -> (bool, bool) {
         // Judged as the route its body dispatches to ([`invocations_route`]).
         RouteKind::Invocations => (false, false),
     }
+}
+
+/// Whether `/tokenize`'s body is its chat form. Both forms take extra members, so a body
+/// with `messages` and `prompt` may validate as either; pydantic's smart mode then takes the
+/// one that sets more fields, nested models' and typed dicts' included, and the completion
+/// form on a tie. Every message a chat message type takes sets a field at least (its
+/// `role`), so the chat form wins with a message, or with a member only it declares
+/// (`mm_processor_kwargs`, `chat_template`, `tools`, ...). (Checked against pydantic
+/// 2.14's `TypeAdapter` and the render server.)
+fn tokenize_chat_form(f: &Findings) -> bool {
+    if !f.facts.has_messages {
+        return false;
+    }
+    if f.facts.read.get(Read::Prompt).is_none() {
+        return true;
+    }
+    let union = route_declared(RouteKind::Tokenize);
+    let (completion, chat) = (union.fields_set(0, f), union.fields_set(1, f));
+    let Some(chat) = chat else {
+        return false;
+    };
+    let messages = f
+        .member("messages")
+        .is_some_and(|m| m.kind == Kind::Array { empty: false });
+    completion.is_none_or(|completion| chat + usize::from(messages) > completion)
 }
 
 /// What pydantic certainly refuses before the gate: a before-validator, a declared field's
@@ -366,6 +414,9 @@ fn request_errors(
             return Some(Invalid::ModelCheck(parameter));
         }
     }
+    if matches!(route, RouteKind::Chat | RouteKind::ChatRender) && chat_raises(f) {
+        return Some(Invalid::ModelCheck("messages"));
+    }
     let declared = route_declared(route);
     let gated = || declared.mistyped_gated(f);
     match declared.refusal(f) {
@@ -391,9 +442,14 @@ fn request_errors(
         if f.facts.logit_bias_refused {
             return Some(field_type("logit_bias", "an object of numbers", gated()));
         }
-        // Declared by the chat and completion requests.
-        if formats && route != RouteKind::ChatBatch && f.facts.repetition_detection_refused {
-            return Some(Invalid::ModelCheck("repetition_detection"));
+        // Declared by the chat and completion requests; the batch request keeps it as an
+        // extra member, which its rebuilt chat requests validate.
+        if formats && f.facts.repetition_detection_refused {
+            return Some(field_type(
+                "repetition_detection",
+                "RepetitionDetectionParams",
+                gated(),
+            ));
         }
     }
     if let (true, StrField::Other(_)) = (model, &f.facts.model) {
@@ -415,6 +471,19 @@ fn request_errors(
         return Some(field_type("prompt", MIXED_PROMPT, gated()));
     }
     None
+}
+
+/// Whether the chat request's before-validators raise a `TypeError`: on a `messages` that
+/// Python cannot iterate (null, a bool, a number), or on one of its messages
+/// ([`crate::inspect::Member::chat_raises`]).
+fn chat_raises(f: &Findings) -> bool {
+    f.member("messages").is_some_and(|m| {
+        m.chat_raises
+            || matches!(
+                m.kind,
+                Kind::Null | Kind::Bool(_) | Kind::Number { .. } | Kind::NonFinite
+            )
+    })
 }
 
 /// `reject_removed_pooling_parameters`, the before-validator of the embeddings, pooling and
@@ -516,8 +585,10 @@ fn field_type(field: &'static str, expected: &'static str, gated: Vec<Field>) ->
 /// server's handlers takes it, or (the handlers unknown) the type its shape names refuses
 /// its `prompt` or a gated field. Its `model` is not the body's ([`request_errors`]).
 fn invocations_errors(f: &Findings, up: &UpstreamFacts) -> Option<Invalid> {
-    let Some(target) = invocations_route(f, up) else {
-        return Some(Invalid::NoHandler);
+    let target = match invocations_route(f, up) {
+        Dispatch::To(route) => route,
+        Dispatch::Ends(parameter) => return Some(Invalid::DispatchEnded(parameter)),
+        Dispatch::Nowhere => return Some(Invalid::NoHandler),
     };
     if up.served_routes.is_some() {
         // The first type that may take it; nothing more is certain.
@@ -617,7 +688,10 @@ fn verdict_with(route: RouteKind, f: &Findings, up: &UpstreamFacts, head: Head<'
     }
     let target = match route {
         // Found by `type_errors`, which refuses the body when there is none.
-        RouteKind::Invocations => invocations_route(f, up).unwrap_or(RouteKind::Embeddings),
+        RouteKind::Invocations => match invocations_route(f, up) {
+            Dispatch::To(route) => route,
+            Dispatch::Ends(_) | Dispatch::Nowhere => RouteKind::Embeddings,
+        },
         r => r,
     };
     let fam = family(target);

@@ -283,10 +283,13 @@ pub(super) enum Check {
     /// `validate_response_format`: a `response_format` of `type` `"json_schema"` without a
     /// `json_schema`. (Structural tags are not judged.)
     ResponseFormat,
-    /// `check_structured_outputs_count`: more than one of `structured_outputs`'s `json`,
-    /// `regex` and `choice`, or one with a `tool_choice` that is present and neither
-    /// `"none"`, `"auto"` nor `"required"` (null included).
+    /// ChatCompletionRequest `check_structured_outputs_count`: more than one of
+    /// `structured_outputs`'s `json`, `regex` and `choice`, or one with a `tool_choice`
+    /// that is present and neither `"none"`, `"auto"` nor `"required"` (null included).
     StructuredOutputs,
+    /// CompletionRequest `check_structured_outputs_count`: more than one of
+    /// `structured_outputs`'s `json`, `regex` and `choice` (`tool_choice` is not read).
+    StructuredOutputsCount,
 }
 
 impl Check {
@@ -381,6 +384,9 @@ impl Check {
                 let taken = ["none", "auto", "required"].iter().any(|w| choice.is(w));
                 let tools = !(matches!(choice, StrField::Absent) || taken);
                 (n > 1 || (n > 0 && tools)).then_some("structured_outputs")
+            }
+            Check::StructuredOutputsCount => {
+                (facts.structured_constraints > 1).then_some("structured_outputs")
             }
             Check::Background => (truthy(Read::Background)
                 && kind(Read::Store).is_some_and(|k| !k.truthy()))
@@ -673,6 +679,26 @@ impl Declared {
             first.get_or_insert(Refusal::Field(field));
         }
         first
+    }
+
+    /// How many of model `i`'s declared fields the body sets (distinct top-level members it
+    /// declares, null ones included), or `None` when that model certainly refuses the body.
+    /// Pydantic's smart mode takes the union member that sets the most fields.
+    pub(super) fn fields_set(&self, i: usize, findings: &Findings) -> Option<usize> {
+        let model = self.models.get(i)?;
+        if model.first_error(findings).is_some() {
+            return None;
+        }
+        let mut seen = [0u64; MAX_FIELDS / 64];
+        let mut set = 0;
+        for m in &findings.members {
+            if let Some(&at) = model.position.get(findings.name(m)) {
+                let (word, bit) = (at / 64, 1u64 << (at % 64));
+                set += usize::from(seen[word] & bit == 0);
+                seen[word] |= bit;
+            }
+        }
+        Some(set)
     }
 
     /// The class name of the first model, in the union's order, that may accept the body:

@@ -384,6 +384,9 @@ pub struct Member {
     /// validators (`ChatCompletionRequest`'s), as [`Member::misshapen`] says of other
     /// requests' validation.
     pub misshapen_chat: bool,
+    /// For `messages`: the chat request's before-validators raise a `TypeError` on an
+    /// element ([`message`](super::message)'s `Fits::raises`), not a validation error.
+    pub chat_raises: bool,
     /// The objects of the member read as tagged types ([`Member::tagged`]).
     pub(super) objects: Vec<Object>,
     /// Their keys, one object's after another's.

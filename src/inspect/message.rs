@@ -8,7 +8,9 @@
 //! non-null `reasoning_content` becomes `reasoning` when that is absent or null. Its
 //! after-validator then reads the assistant's `tool_calls` to a list, which validates their
 //! elements. So each message gets two verdicts ([`Fits`]): as other requests validate it,
-//! and as the chat request does.
+//! and as the chat request does. Its `check_system_message_content_type` logs the `type` of
+//! a system message's content parts through a cache, so a part `type` Python cannot hash (a
+//! non-empty list or object) is a `TypeError` too: [`Fits::raises`].
 //!
 //! Only what no coercion can avoid is refused: inside a list, an object is taken as a
 //! content part whatever its members (nearly every object is: several part types have no
@@ -30,6 +32,10 @@ pub(super) struct Fits {
     pub(super) plain: bool,
     /// The chat request's (`ChatCompletionRequest`).
     pub(super) chat: bool,
+    /// The chat request's before-validators raise a `TypeError` on it, which is no
+    /// validation error (it ends `/invocations`' dispatch): a `tool_calls` number or bool,
+    /// or a system message's content part whose `type` Python cannot hash.
+    pub(super) raises: bool,
 }
 
 impl Fits {
@@ -41,6 +47,7 @@ impl Fits {
         Fits {
             plain: fits,
             chat: fits,
+            raises: false,
         }
     }
 }
@@ -84,6 +91,9 @@ struct Message {
     /// An object in the (last) `content` list has such a name: vLLM's custom type, which
     /// validates its parts, refuses it (OpenAI's read theirs lazily, after the gate).
     unreadable_part: bool,
+    /// An object in the (last) `content` list has a (last) `type` that is a non-empty list
+    /// or object, which Python cannot hash.
+    unhashable_part: bool,
     /// What the (last) `tool_calls` list's objects are, when it is a list.
     calls: Calls,
 }
@@ -200,13 +210,12 @@ impl Message {
 
     /// OpenAI's message type for the role's word, if any takes it.
     fn openai(&self, text: &[u8], tool_calls: Option<Value>, chat: bool) -> bool {
-        if !is_str(self.role) {
+        let Some(role) = self.role_word(text) else {
             return false;
-        }
-        let token = text[self.role_token.clone()].trim_ascii();
+        };
         let content = self.content.map(|c| c.0);
         let required = content.is_some_and(iterable);
-        match &super::scan::decoded(&token[1..token.len() - 1])[..] {
+        match &role[..] {
             b"user" | b"system" | b"developer" => required && str_or_absent(self.name),
             b"tool" => required && is_str(self.tool_call_id),
             b"function" => {
@@ -241,9 +250,14 @@ impl Message {
     }
 
     fn fits(&self, text: &[u8]) -> Fits {
+        let raises = self.normalized_tool_calls().is_none()
+            || (self.unhashable_part && self.role_is(text, b"system"));
         let harmony = self.harmony();
         if self.unreadable_key {
-            return Fits::same(harmony);
+            return Fits {
+                raises,
+                ..Fits::same(harmony)
+            };
         }
         let plain = harmony
             || self.custom(self.tool_calls, false)
@@ -260,7 +274,25 @@ impl Message {
                 }
             }
         };
-        Fits { plain, chat }
+        Fits {
+            plain,
+            chat,
+            raises,
+        }
+    }
+
+    /// The (last) `role`, decoded, if it is a string.
+    fn role_word<'t>(&self, text: &'t [u8]) -> Option<std::borrow::Cow<'t, [u8]>> {
+        if !is_str(self.role) {
+            return None;
+        }
+        let token = text[self.role_token.clone()].trim_ascii();
+        Some(super::scan::decoded(&token[1..token.len() - 1]))
+    }
+
+    /// Whether the (last) `role` is the string `word`.
+    fn role_is(&self, text: &[u8], word: &[u8]) -> bool {
+        self.role_word(text).is_some_and(|role| *role == *word)
     }
 }
 
@@ -282,7 +314,7 @@ pub(super) fn chat_message(
         match key {
             // The last `tool_calls` and `content` count, lists or not.
             b"tool_calls" => m.calls = Calls::default(),
-            b"content" => m.unreadable_part = false,
+            b"content" => (m.unreadable_part, m.unhashable_part) = (false, false),
             _ => {}
         }
         let mut read = |sc: &mut Scanner<'_>| match key {
@@ -297,8 +329,8 @@ pub(super) fn chat_message(
                 Ok(kind)
             }
             b"content" if sc.peek() == Some(b'[') => {
-                let (kind, unreadable) = content_parts(sc, depth + 1)?;
-                m.unreadable_part = unreadable;
+                let (kind, parts) = content_parts(sc, depth + 1)?;
+                (m.unreadable_part, m.unhashable_part) = (parts.unreadable, parts.unhashable);
                 Ok(kind)
             }
             _ => sc.value(depth + 1),
@@ -328,20 +360,38 @@ pub(super) fn chat_message(
     Ok((Kind::Object { empty }, m.fits(sc.text())))
 }
 
-/// Scans a `content` list (at `depth`): whether an object in it has a member name that is
-/// not text ([`super::unreadable_name`]).
-fn content_parts(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, bool), SyntaxError> {
-    let mut unreadable = false;
+/// What the objects of a `content` list hold.
+#[derive(Default)]
+struct Parts {
+    /// A member name that is not text ([`super::unreadable_name`]).
+    unreadable: bool,
+    /// A (last) `type` that is a non-empty list or object (unhashable, and truthy).
+    unhashable: bool,
+}
+
+/// Scans a `content` list (at `depth`): what its objects hold ([`Parts`]).
+fn content_parts(sc: &mut Scanner<'_>, depth: usize) -> Result<(Kind, Parts), SyntaxError> {
+    let mut parts = Parts::default();
     let empty = sc.elements(depth, |sc| {
         if sc.peek() != Some(b'{') {
             return sc.value(depth + 1);
         }
-        let (empty, names) =
-            super::model_members(sc, depth + 1, |sc, _| sc.value(depth + 2).map(drop))?;
-        unreadable |= names;
+        let mut unhashable = false;
+        let (empty, names) = super::model_members(sc, depth + 1, |sc, key| {
+            let kind = sc.value(depth + 2)?;
+            if key == b"type" {
+                unhashable = matches!(
+                    kind,
+                    Kind::Array { empty: false } | Kind::Object { empty: false }
+                );
+            }
+            Ok(())
+        })?;
+        parts.unreadable |= names;
+        parts.unhashable |= unhashable;
         Ok(Kind::Object { empty })
     })?;
-    Ok((Kind::Array { empty }, unreadable))
+    Ok((Kind::Array { empty }, parts))
 }
 
 /// Scans a `tool_calls` list (at `depth`): what its objects are. Other elements are judged

@@ -19,6 +19,8 @@ pub(super) struct Shape {
     pub misshapen: bool,
     /// See [`super::Member::misshapen_chat`].
     pub misshapen_chat: bool,
+    /// See [`super::Member::chat_raises`].
+    pub chat_raises: bool,
     /// The objects read as tagged types ([`super::Member::tagged`]), their keys in `keys`.
     pub objects: Vec<Object>,
     /// The keys of all `objects`, one after another.
@@ -39,8 +41,12 @@ pub(super) struct Shape {
 /// `check_tool_usage` collect them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolNames {
-    /// Chat's: the function names of the tools a chat tool type takes, decoded.
+    /// Chat's: the function names its check compares (`tool["function"]["name"]` of each
+    /// tool in turn, on the raw objects), the strings among them decoded, up to the first
+    /// tool it cannot read so (where it raises).
     pub chat: Vec<Vec<u8>>,
+    /// Chat's check reached a tool it cannot read: it looks no further.
+    pub chat_stopped: bool,
     /// The Responses API's: each tool's `name`, and a namespace's tools' names alone and
     /// after the namespace's (`{namespace}__{name}`), the strings among them decoded.
     pub responses: Vec<Vec<u8>>,
@@ -127,6 +133,7 @@ pub(super) fn walk(
                 if sc.peek() != Some(b'{') {
                     // Not an object: the list's element kinds judge it.
                     roles = false;
+                    shape.tool_names.chat_stopped |= name == b"tools";
                     return sc.value(3);
                 }
                 let (kind, fits) = match name {
@@ -145,15 +152,19 @@ pub(super) fn walk(
                 };
                 all.plain &= fits.plain;
                 all.chat &= fits.chat;
+                all.raises |= fits.raises;
                 Ok(kind)
             })?;
             (shape.misshapen, shape.misshapen_chat) = (!all.plain, !all.chat);
+            shape.chat_raises = all.raises;
             if roles && name != b"tools" {
                 shape.chat_form = ChatForm::Messages;
             }
             Kind::Array { empty }
         }
-        b"messages" | b"input" if starts_with(sc, b'[') => conversations(sc, shape)?,
+        b"messages" | b"input" if starts_with(sc, b'[') => {
+            conversations(sc, shape, name == b"messages")?
+        }
         b"include" if sc.peek() == Some(b'[') => word_list(sc, &mut shape.strings)?,
         _ if CONTENTS.contains(&name) && matches!(sc.peek(), Some(b'[' | b'{')) => {
             score_inputs(sc, shape)?
@@ -194,9 +205,21 @@ pub(super) fn starts_with(sc: &Scanner<'_>, open: u8) -> bool {
 /// is no conversation: empty, or holding an element that no chat message type may accept
 /// (one that is not an object, or [`chat_message`] says so). Lists that do not open with
 /// an object are scanned as they are.
-fn conversations(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<Kind, SyntaxError> {
+///
+/// The batch route (`messages`, so `rebuilt`) validates its conversations plainly, then
+/// rebuilds the first one as a chat request before its gate runs (and stops at the first
+/// error): that request's `_normalize_messages_before` reads each `tool_calls` the batch
+/// validation left unread, so the first conversation's messages must also fit as the chat
+/// request takes them.
+fn conversations(
+    sc: &mut Scanner<'_>,
+    shape: &mut Shape,
+    rebuilt: bool,
+) -> Result<Kind, SyntaxError> {
     let mut roles = true;
+    let mut first = true;
     let empty = sc.elements(2, |sc| {
+        let first = std::mem::replace(&mut first, false);
         if !starts_with(sc, b'{') {
             let kind = sc.value(3)?;
             if matches!(kind, Kind::Array { .. }) {
@@ -211,11 +234,10 @@ fn conversations(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<Kind, Syntax
                 (shape.misshapen, roles) = (true, false);
                 return sc.value(4);
             }
-            // The batch request validates its conversations plainly first; its rebuilt chat
-            // requests' validators see them as that validation left them, which is not read
-            // here.
+            // A system part's unhashable `type` raises nothing there: the batch validation
+            // leaves OpenAI's content lists unread, so they are no lists to look into.
             let (kind, fits) = chat_message(sc, 4, None, &mut roles)?;
-            shape.misshapen |= !fits.plain;
+            shape.misshapen |= !fits.plain || (rebuilt && first && !fits.chat);
             Ok(kind)
         })?;
         shape.nested = shape.nested.or(sc.inner());
@@ -312,6 +334,8 @@ fn score_input(sc: &mut Scanner<'_>, depth: usize, shape: &mut Shape) -> Result<
 /// the Responses API's tool types.
 fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), SyntaxError> {
     let (mut function, mut defer) = (None, true);
+    // The (last) `function` object's (last) `name`, as chat's check reads it.
+    let mut raw = RawName::Unreadable;
     // For the Responses API's names: the last `name`, and the last `tools` if a list.
     let (mut name, mut tools) = (NameValue::None, None);
     // The objects in its other members (a custom tool's `format`) are read as parts,
@@ -320,11 +344,14 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
     let empty = sc.members(3, |sc, key| {
         let key = key_bytes(sc.text(), key);
         let start = sc.pos;
-        let mut read = None;
+        let (mut read, mut read_raw) = (None, RawName::Unreadable);
         let read_here = |sc: &mut Scanner<'_>| match &key[..] {
             b"function" if sc.peek() == Some(b'{') => {
-                let (kind, name) = function_definition(sc)?;
-                read = name;
+                let (kind, name, fits) = function_definition(sc)?;
+                if let (true, RawName::Text(text)) = (fits, &name) {
+                    read = Some(text.clone());
+                }
+                read_raw = name;
                 Ok(kind)
             }
             b"name" => {
@@ -344,7 +371,7 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
             _ => seen.member_listed(sc, &key, 4, read_here)?,
         };
         match &key[..] {
-            b"function" => function = read,
+            b"function" => (function, raw) = (read, read_raw),
             b"tools" if !matches!(kind, Kind::Array { .. }) => tools = None,
             b"defer_loading" => defer = bool_or_null(kind, &sc.text()[start..sc.pos]),
             _ => {}
@@ -362,8 +389,12 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
     let fits = typed && function.is_some() && defer && !object.unreadable();
     shape.objects.push(object);
     let names = &mut shape.tool_names;
-    if let (true, Some(function)) = (fits, function) {
-        names.chat.push(function);
+    if !names.chat_stopped {
+        match raw {
+            RawName::Text(text) => names.chat.push(text),
+            RawName::Other => {}
+            RawName::Unreadable => names.chat_stopped = true,
+        }
     }
     match (tag.is(b"namespace"), tools) {
         (false, _) => {
@@ -413,21 +444,33 @@ fn namespaced_names(sc: &mut Scanner<'_>) -> Result<(Kind, Vec<NameValue>), Synt
     Ok((Kind::Array { empty }, names))
 }
 
-/// Scans a chat tool's `function` object: its kind, and its `name`, decoded, if
-/// `FunctionDefinition` may accept it (`None` only when it cannot, a member name that is
-/// not text included).
-fn function_definition(sc: &mut Scanner<'_>) -> Result<(Kind, Option<Vec<u8>>), SyntaxError> {
-    let (mut name, mut description, mut parameters, mut strict) = (None, true, true, true);
+/// A chat tool's function name as chat's `check_tool_usage` reads it from the raw object
+/// (`tool["function"]["name"]`).
+enum RawName {
+    /// No `function` object, or no `name` in it: the check raises.
+    Unreadable,
+    /// A string, decoded.
+    Text(Vec<u8>),
+    /// Another value, which equals no name.
+    Other,
+}
+
+/// Scans a chat tool's `function` object: its kind, its (last) `name` ([`RawName`]), and
+/// whether `FunctionDefinition` may accept it (`false` only when it cannot, a member name
+/// that is not text included; a `name` that is not a string is refused).
+fn function_definition(sc: &mut Scanner<'_>) -> Result<(Kind, RawName, bool), SyntaxError> {
+    let (mut name, mut description, mut parameters, mut strict) =
+        (RawName::Unreadable, true, true, true);
     let (empty, unreadable) = super::model_members(sc, 4, |sc, key| {
         let start = sc.pos;
         if key == b"name" && sc.peek() == Some(b'"') {
             let s = sc.string()?;
-            name = Some(key_bytes(sc.text(), s).into_owned());
+            name = RawName::Text(key_bytes(sc.text(), s).into_owned());
             return Ok(());
         }
         let kind = sc.value(5)?;
         match key {
-            b"name" => name = None,
+            b"name" => name = RawName::Other,
             b"description" => description = matches!(kind, Kind::Str { .. } | Kind::Null),
             b"parameters" => parameters = matches!(kind, Kind::Object { .. } | Kind::Null),
             b"strict" => strict = bool_or_null(kind, &sc.text()[start..sc.pos]),
@@ -436,7 +479,8 @@ fn function_definition(sc: &mut Scanner<'_>) -> Result<(Kind, Option<Vec<u8>>), 
         Ok(())
     })?;
     let fits = !unreadable && description && parameters && strict;
-    Ok((Kind::Object { empty }, name.filter(|_| fits)))
+    let named = matches!(name, RawName::Text(_));
+    Ok((Kind::Object { empty }, name, fits && named))
 }
 
 /// Scans an object `tool_choice` at the cursor (a top-level member's value) as a tagged

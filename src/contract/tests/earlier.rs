@@ -498,6 +498,50 @@ fn a_named_tool_choice_names_one_of_the_tools() {
     }
 }
 
+/// Chat's `check_tool_usage` reads each tool's `function` `name` from the raw objects, in
+/// order, before pydantic types them: a tool pydantic refuses still names its function (the
+/// body then gets pydantic's error, the gated fields' included), and the check raises at the
+/// first tool without a `function` object holding a `name`. (Checked against the render
+/// server with a tool parser.)
+#[test]
+fn a_named_tool_choice_is_matched_on_the_raw_tools() {
+    let up = UpstreamFacts {
+        tool_call_parser: true,
+        ..UpstreamFacts::default()
+    };
+    let base = r#""messages":[{"role":"user","content":"hi"}]"#;
+    let with = |tools: &str| {
+        let member = format!(r#""tools":{tools},"tool_choice":{{"function":{{"name":"f"}}}}"#);
+        with_kwargs(RouteKind::ChatRender, base, &member, &up)
+    };
+    // Matched, then refused by pydantic: a tool's own types, or a tool after the match.
+    for mistyped in [
+        r#"[{"type":"function","function":{"name":"f","parameters":1}}]"#,
+        r#"[{"type":"function","function":{"name":"f","description":5}}]"#,
+        r#"[{"type":"function","function":{"name":"g"}},{"type":"x","function":{"name":"f"}}]"#,
+        r#"[{"type":"function","function":{"name":1}},{"type":"function","function":{"name":"f"}}]"#,
+        r#"[{"type":"function","function":{"name":"f"}},{"type":"x"}]"#,
+    ] {
+        let verdict = with(mistyped);
+        assert!(
+            matches!(
+                verdict,
+                Verdict::Invalid(Invalid::FieldType { field: "tools", .. })
+            ),
+            "{mistyped}: {verdict:?}"
+        );
+    }
+    let raises = Verdict::Invalid(Invalid::ModelCheck("tool_choice"));
+    for unread in [
+        r#"[{"type":"function","function":{"name":"g"}},{"type":"x"},{"type":"function","function":{"name":"f"}}]"#,
+        r#"[1,{"type":"function","function":{"name":"f"}}]"#,
+        r#"[{"function":"f"}]"#,
+        r#"[{"type":"function","function":{}},{"type":"function","function":{"name":"f"}}]"#,
+    ] {
+        assert_eq!(with(unread), raises, "{unread}");
+    }
+}
+
 /// The Responses API's `check_tool_usage` takes a named tool choice (`type` `"function"`)
 /// with tools only if its `name` is one of the tools' names, or a namespace's tool's name
 /// alone or after the namespace's. (Each case checked against the render server.)
@@ -574,4 +618,38 @@ fn the_render_endpoint_refuses_a_previous_response() {
         v(RouteKind::ResponsesRender, body, &unknown_model),
         Verdict::Invalid(Invalid::UnknownModel(_))
     ));
+}
+
+/// `/tokenize` is a union of a completion form and a chat form, both open to extra members:
+/// a body with `prompt` and `messages` validates as either, and pydantic's smart mode takes
+/// the form that sets more fields (a message's own count; a tie goes to the completion form).
+/// The chat form's checks (the chat template's trust) then run before the gate. (Checked
+/// against the render server.)
+#[test]
+fn tokenize_takes_the_form_that_sets_more_fields() {
+    let up = UpstreamFacts::default();
+    let template = Verdict::Invalid(Invalid::ChatTemplate);
+    let gate = Verdict::Reject(Field::MmProcessorKwargs);
+    for (members, chat) in [
+        // messages and mm_processor_kwargs (chat's) against prompt.
+        (r#""prompt":"","messages":[]"#, true),
+        (r#""prompt":"x","messages":[{"role":"user"}]"#, true),
+        // A message no type takes: the chat form fails.
+        (r#""prompt":"x","messages":[{}]"#, false),
+        // No prompt form: a prompt that is not text.
+        (r#""prompt":1,"messages":[]"#, true),
+    ] {
+        let body = format!(r#"{{{members},"chat_template":"","mm_processor_kwargs":{{"a":1}}}}"#);
+        let want = if chat { &template } else { &gate };
+        assert_eq!(&v(RouteKind::Tokenize, &body, &up), want, "{members}");
+    }
+    // Without the kwargs: messages and the template against prompt, the shared members
+    // counting for both.
+    for body in [
+        r#"{"model":"tiny","prompt":"x","messages":[],"chat_template":"","media_io_kwargs":null}"#,
+        r#"{"model":"tiny","add_special_tokens":true,"prompt":"x","messages":[],"chat_template":""}"#,
+        r#"{"model":"tiny","prompt":"x","messages":[{"role":"user","content":"hi"}],"chat_template":""}"#,
+    ] {
+        assert_eq!(v(RouteKind::Tokenize, body, &up), template, "{body}");
+    }
 }

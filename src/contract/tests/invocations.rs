@@ -300,3 +300,85 @@ fn invocations_parse_limits_are_its_own() {
         );
     }
 }
+
+/// SageMaker's dispatch moves on to the next request type only past a pydantic
+/// `ValidationError`. The chat request's before-validators run on every body, `messages` or
+/// not, and raise other errors (`VLLMValidationError`, a `TypeError`): those end the
+/// dispatch with vLLM's 400 (or 500) before any gate, even where the completion type would
+/// take the body. (Checked against `vllm serve`.)
+#[test]
+fn a_chat_check_that_raises_ends_the_invocations_dispatch() {
+    let generating = UpstreamFacts {
+        served_routes: Some(vec![
+            RouteKind::Chat,
+            RouteKind::Completions,
+            RouteKind::Invocations,
+        ]),
+        ..Default::default()
+    };
+    let ended = [
+        r#""tools":[]"#,
+        r#""messages":null"#,
+        r#""messages":true"#,
+        r#""messages":5"#,
+        r#""messages":[{"role":"assistant","tool_calls":5}]"#,
+        r#""messages":[{"role":"system","content":[{"type":["x"]}]}]"#,
+        r#""continue_final_message":true,"add_generation_prompt":true"#,
+        r#""top_logprobs":1"#,
+        r#""tool_choice":"auto""#,
+        r#""tools":[{"type":"function"}],"tool_choice":{"type":"function","function":{"name":"f"}}"#,
+    ];
+    for member in ended {
+        let verdict = with_kwargs(
+            RouteKind::Invocations,
+            r#""prompt":"Hi""#,
+            member,
+            &generating,
+        );
+        assert!(
+            matches!(verdict, Verdict::Invalid(Invalid::DispatchEnded(_))),
+            "{member}: {verdict:?}"
+        );
+    }
+    // The chat type refuses the kwargs' type, the completion type's check raises without a
+    // prompt: the body reaches vLLM as sent, for the chat type's refusal to stand.
+    let body =
+        r#"{"model":"tiny","messages":[{"role":"user","content":"a"}],"mm_processor_kwargs":true}"#;
+    let verdict = v(RouteKind::Invocations, body, &generating);
+    assert_eq!(verdict, Verdict::Invalid(Invalid::DispatchEnded("prompt")));
+    let Verdict::Invalid(inv) = verdict else {
+        unreachable!()
+    };
+    assert_eq!(inv.mistyped_gated(), &Field::ALL, "forwarded as sent");
+    // Validation errors of the chat type move the dispatch on: the completion type takes
+    // these, and the gate refuses them.
+    let moved_on = [
+        r#""messages":"ab""#,
+        r#""messages":{"a":1}"#,
+        r#""messages":[{"role":"assistant","tool_calls":[5]}]"#,
+        r#""messages":[{"role":"system","content":[{"type":[]}]}]"#,
+        r#""messages":[{"role":"user","content":[{"type":["x"]}]}]"#,
+    ];
+    for member in moved_on {
+        assert_eq!(
+            with_kwargs(
+                RouteKind::Invocations,
+                r#""prompt":"Hi""#,
+                member,
+                &generating
+            ),
+            Verdict::Reject(Field::MmProcessorKwargs),
+            "{member}"
+        );
+    }
+    // A validation error of both types: no handler takes it.
+    assert_eq!(
+        with_kwargs(
+            RouteKind::Invocations,
+            r#""prompt":"Hi""#,
+            r#""repetition_detection":"x""#,
+            &generating
+        ),
+        Verdict::Invalid(Invalid::NoHandler)
+    );
+}

@@ -10,8 +10,13 @@ fn one(route: RouteKind, field: &str, message: &str) -> Verdict {
     with_kwargs(route, r#""n":1"#, &member, &UpstreamFacts::default())
 }
 
+/// Refused before the gate: a validation error, or (the chat request's before-validators)
+/// a `TypeError`.
 fn refused(v: &Verdict) -> bool {
-    matches!(v, Verdict::Invalid(Invalid::FieldType { .. }))
+    matches!(
+        v,
+        Verdict::Invalid(Invalid::FieldType { .. } | Invalid::ModelCheck(_))
+    )
 }
 
 const GATE: Verdict = Verdict::Reject(Field::MmProcessorKwargs);
@@ -100,6 +105,11 @@ fn the_responses_input_items_parts_are_judged() {
         // pydantic, where the output types need an `id` and a `status`.
         r#"{"type":"message","role":"assistant","content":[{"type":"text","text":"x"}]}"#,
         r#"{"type":"message","role":"assistant","content":{}}"#,
+        // OpenAI's `Iterable` fields take only what Python can iterate: no null, number or
+        // bool (the output message's `content`, a computer call's `pending_safety_checks`).
+        r#"{"type":"message","role":"assistant","id":"m","status":"completed","content":null}"#,
+        r#"{"type":"message","role":"assistant","id":"m","status":"completed","content":1.5}"#,
+        r#"{"type":"computer_call","id":"c","call_id":"c","pending_safety_checks":true,"status":"completed","action":{"type":"screenshot"}}"#,
     ] {
         assert!(refused(&one(route, "input", item)), "{item}");
     }
@@ -252,4 +262,90 @@ fn an_object_past_the_recording_limit_is_taken() {
     assert_eq!(with_kwargs(route, r#""input":"hi""#, &text, &up), GATE);
     let few = r#""text":{"k0":0,"verbosity":"x"}"#;
     assert!(refused(&with_kwargs(route, r#""input":"hi""#, few, &up)));
+}
+
+/// The chat request's `check_system_message_content_type` logs each non-text part `type` of
+/// a system message through a cache, which cannot hash a non-empty list or object: a
+/// `TypeError` before the gate ("unhashable type: 'list'"). Other roles, empty or hashable
+/// types, and other requests (`/tokenize`) pass it. (Checked against the render server.)
+#[test]
+fn a_system_parts_unhashable_type_raises_in_the_chat_request() {
+    let raises = Verdict::Invalid(Invalid::ModelCheck("messages"));
+    for message in [
+        r#"{"role":"system","content":[{"type":[1],"text":"a"}]}"#,
+        r#"{"role":"system","content":[{"type":{"a":1}}]}"#,
+        r#"{"role":"sys\u0074em","content":[{"text":"a"},{"type":["x"]}]}"#,
+        r#"{"role":"system","content":[{"type":"text","type":[1]}]}"#,
+    ] {
+        assert_eq!(
+            one(RouteKind::ChatRender, "messages", message),
+            raises,
+            "{message}"
+        );
+        assert_eq!(
+            one(RouteKind::Chat, "messages", message),
+            raises,
+            "{message}"
+        );
+        assert_ne!(
+            one(RouteKind::Tokenize, "messages", message),
+            raises,
+            "{message}"
+        );
+    }
+    for message in [
+        r#"{"role":"system","content":[{"type":[]}]}"#,
+        r#"{"role":"system","content":[{"type":{}}]}"#,
+        r#"{"role":"user","content":[{"type":[1],"text":"a"}]}"#,
+        r#"{"role":"System","content":[{"type":[1],"text":"a"}]}"#,
+        r#"{"role":"system","content":[{"type":[1]}],"content":"x"}"#,
+        r#"{"role":"system","content":[{"type":[1],"type":"text"}]}"#,
+    ] {
+        assert_ne!(
+            one(RouteKind::ChatRender, "messages", message),
+            raises,
+            "{message}"
+        );
+    }
+}
+
+/// The batch route rebuilds its first conversation as a chat request before its gate: that
+/// request's `_normalize_messages_before` reads the `tool_calls` the batch validation left
+/// unread, so a first conversation's assistant `tool_calls` are judged as the chat request
+/// judges them; a later conversation's are not (the first one's gate refuses first).
+/// `repetition_detection`, an extra member of the batch request, is typed by the rebuilt
+/// request. (Checked against `vllm serve`.)
+#[test]
+fn the_batch_routes_first_conversation_is_judged_as_a_chat_request() {
+    let up = UpstreamFacts::default();
+    let batch = |conversations: &str, member: &str| {
+        let member = format!(r#""messages":{conversations}{member}"#);
+        with_kwargs(RouteKind::ChatBatch, r#""n":1"#, &member, &up)
+    };
+    let fine = r#"[{"role":"user","content":"Hi"}]"#;
+    for call in [
+        "[5]",
+        r#"{"id":"1"}"#,
+        r#""abc""#,
+        "[{}]",
+        "[null]",
+        r#"[{"id":"1","type":"function","function":{"name":"a"}}]"#,
+    ] {
+        let bad = format!(r#"[{{"role":"assistant","tool_calls":{call}}}]"#);
+        assert!(refused(&batch(&format!("[{bad}]"), "")), "{call}");
+        assert!(refused(&batch(&format!("[{bad},{fine}]"), "")), "{call}");
+        assert_eq!(batch(&format!("[{fine},{bad}]"), ""), GATE, "{call}");
+    }
+    let good = r#"[{"role":"assistant","tool_calls":[{"id":"1","type":"function","function":{"name":"a","arguments":"x"}}]}]"#;
+    assert_eq!(batch(&format!("[{good}]"), ""), GATE);
+    for (member, taken) in [
+        (r#","repetition_detection":"x""#, false),
+        (r#","repetition_detection":{"max_pattern_size":"x"}"#, false),
+        (r#","repetition_detection":{"min_count":null}"#, false),
+        (r#","repetition_detection":null"#, true),
+        (r#","repetition_detection":{}"#, true),
+    ] {
+        let verdict = batch(&format!("[{fine}]"), member);
+        assert_eq!(verdict == GATE, taken, "{member}: {verdict:?}");
+    }
 }
