@@ -321,21 +321,29 @@ fn missing() -> String {
 }
 
 /// The error pydantic gives each model for a body that is no object.
+/// `input`: the value as Python's `repr()` writes its text ([`InspectError::NotObject`]).
 fn model_attributes(input: &str) -> String {
     format!(
-        "{{'type': 'model_attributes_type', 'loc': 'body', 'msg': 'Input should be a valid dictionary or object to extract fields from', 'input': {}}}",
-        repr(input)
+        "{{'type': 'model_attributes_type', 'loc': 'body', 'msg': 'Input should be a valid dictionary or object to extract fields from', 'input': {input}}}"
     )
 }
+
+/// The most characters of one error's text vLLM's validation handler writes.
+const MAX_ERROR_CHARS: usize = 1000;
 
 /// vLLM's `validation_exception_handler` body for `count` copies of `error`, or `None`
 /// where mmgate does not know what its `sanitize_message` makes of the text.
 fn validation(count: usize, error: &str, param: &str) -> Option<Bytes> {
     let label = if count == 1 { "error" } else { "errors" };
     let mut message = format!("{count} validation {label}:");
+    // `_format_error`: an error's text is cut to 1000 characters.
+    let error = match error.char_indices().nth(MAX_ERROR_CHARS) {
+        Some((at, _)) => format!("{}...[truncated]", &error[..at]),
+        None => error.to_owned(),
+    };
     for _ in 0..count {
         message.push_str("\n  ");
-        message.push_str(error);
+        message.push_str(&error);
     }
     Some(envelope(
         StatusCode::BAD_REQUEST,
@@ -643,7 +651,7 @@ mod tests {
         );
         let list = InspectError::NotObject {
             type_name: "array",
-            input: Some("<list of 2 items>".into()),
+            input: Some("'<list of 2 items>'".into()),
             python_type: "list",
             may_hold_request_type: false,
         };
@@ -674,7 +682,7 @@ mod tests {
         assert_eq!(text(RouteKind::Invocations, &deep), None);
         let path = InspectError::NotObject {
             type_name: "string",
-            input: Some("/usr/lib/x".into()),
+            input: Some("'/usr/lib/x'".into()),
             python_type: "str",
             may_hold_request_type: false,
         };
@@ -683,7 +691,7 @@ mod tests {
         assert!(answer.contains("'input': '<path>'}"), "{answer}");
         let unknown = InspectError::NotObject {
             type_name: "string",
-            input: Some(r#"File "x", line 1, in f"#.into()),
+            input: Some(r#"'File "x", line 1, in f'"#.into()),
             python_type: "str",
             may_hold_request_type: false,
         };

@@ -549,8 +549,8 @@ pub enum InspectError {
     NotObject {
         /// The value's JSON type.
         type_name: &'static str,
-        /// The value as vLLM's validation error shows it (its Python `str()`, cut to 200
-        /// characters; `None` where mmgate cannot be sure of it).
+        /// The value as vLLM's validation error shows it: the `repr()` of its Python
+        /// `str()` cut to 200 characters (`None` for an object).
         input: Option<String>,
         /// Its Python type's name (`NoneType`, `bool`, `int`, `float`, `str`, `list`).
         python_type: &'static str,

@@ -1,6 +1,6 @@
-//! A JSON value as Python shows it: the `str()` of what `json.loads` makes of it, cut as
-//! vLLM's validation errors cut an `input` (`_summarize_error_input`), and the `repr()` of
-//! a string.
+//! A JSON value as Python shows it: the `repr()` of the `str()` of what `json.loads` makes
+//! of it, cut as vLLM's validation errors cut an `input` (`_summarize_error_input`), and the
+//! `repr()` of a string.
 
 use super::scan::{self, Kind};
 
@@ -8,8 +8,8 @@ use super::scan::{self, Kind};
 const SHOWN_CHARS: usize = 200;
 
 /// What vLLM's validation error shows of the scanned value `literal` (its source text, of
-/// kind `kind`; `len` elements for an array): `None` for an object, and for a string that
-/// is not Unicode text (a lone surrogate).
+/// kind `kind`; `len` elements for an array), as its message writes it: the `repr()` of its
+/// text. `None` for an object.
 pub(super) fn shown(kind: Kind, literal: &[u8], len: usize) -> Option<String> {
     let text = match kind {
         Kind::Null => "None".to_owned(),
@@ -31,13 +31,41 @@ pub(super) fn shown(kind: Kind, literal: &[u8], len: usize) -> Option<String> {
             }
         }
         Kind::Str { .. } => {
-            let inner = &literal[1..literal.len() - 1];
-            String::from_utf8(scan::decoded(inner).into_owned()).ok()?
+            // WTF-8: a lone surrogate is a code point of its own, which `repr()` escapes.
+            let text = scan::decoded(&literal[1..literal.len() - 1]);
+            let points: Vec<u32> = code_points(&text).collect();
+            let cut_at = points.len().min(SHOWN_CHARS);
+            let mut shown = repr_points(&points[..cut_at]);
+            if cut_at < points.len() {
+                shown.insert_str(shown.len() - 1, "...[truncated]");
+            }
+            return Some(shown);
         }
-        Kind::Array { .. } => return Some(format!("<list of {len} items>")),
+        Kind::Array { .. } => format!("<list of {len} items>"),
         Kind::Object { .. } => return None,
     };
-    Some(cut(text))
+    Some(repr(&cut(text)))
+}
+
+/// The code points of WTF-8 text (UTF-8 in which a lone surrogate is encoded as any other
+/// code point; the scanner checked it).
+fn code_points(text: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let lead = *text.get(at)?;
+        let (len, bits) = match lead {
+            0..0x80 => (1, u32::from(lead)),
+            0xC0..0xE0 => (2, u32::from(lead & 0x1F)),
+            0xE0..0xF0 => (3, u32::from(lead & 0x0F)),
+            _ => (4, u32::from(lead & 0x07)),
+        };
+        let tail = text.get(at + 1..at + len).unwrap_or_default();
+        at += len;
+        Some(
+            tail.iter()
+                .fold(bits, |c, &b| (c << 6) | u32::from(b & 0x3F)),
+        )
+    })
 }
 
 /// The name of the Python type `json.loads` makes of the scanned value `literal`.
@@ -74,27 +102,30 @@ fn within(ranges: &[(u32, u32)], c: char) -> bool {
 /// backslash, tab, newline, return and the quote escaped; characters `str.isprintable()`
 /// refuses as `\xhh`, `\uhhhh` or `\Uhhhhhhhh`.
 pub fn repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
+    let points: Vec<u32> = s.chars().map(u32::from).collect();
+    repr_points(&points)
+}
+
+/// [`repr`] of a Python string's code points, lone surrogates included (never printable).
+fn repr_points(points: &[u32]) -> String {
+    let has = |c: char| points.contains(&u32::from(c));
+    let quote = if has('\'') && !has('"') { '"' } else { '\'' };
+    let mut out = String::with_capacity(points.len() + 2);
     out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c if c == quote => {
+    for &point in points {
+        match char::from_u32(point) {
+            Some('\\') => out.push_str("\\\\"),
+            Some('\t') => out.push_str("\\t"),
+            Some('\n') => out.push_str("\\n"),
+            Some('\r') => out.push_str("\\r"),
+            Some(c) if c == quote => {
                 out.push('\\');
                 out.push(c);
             }
-            c if printable(c) => out.push(c),
-            c if u32::from(c) < 0x100 => out.push_str(&format!("\\x{:02x}", u32::from(c))),
-            c if u32::from(c) < 0x10000 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push_str(&format!("\\U{:08x}", u32::from(c))),
+            Some(c) if printable(c) => out.push(c),
+            _ if point < 0x100 => out.push_str(&format!("\\x{point:02x}")),
+            _ if point < 0x10000 => out.push_str(&format!("\\u{point:04x}")),
+            _ => out.push_str(&format!("\\U{point:08x}")),
         }
     }
     out.push(quote);
@@ -208,31 +239,41 @@ mod tests {
     fn values_are_shown_as_vllm_shows_them() {
         let show = |kind, lit: &str, len| shown(kind, lit.as_bytes(), len);
         let num = Kind::Number { zero: false };
-        assert_eq!(show(num, "-0", 0).as_deref(), Some("0"));
-        assert_eq!(show(num, "-12", 0).as_deref(), Some("-12"));
-        assert_eq!(show(num, "1E400", 0).as_deref(), Some("inf"));
-        assert_eq!(show(num, "-1e-400", 0).as_deref(), Some("-0.0"));
+        assert_eq!(show(num, "-0", 0).as_deref(), Some("'0'"));
+        assert_eq!(show(num, "-12", 0).as_deref(), Some("'-12'"));
+        assert_eq!(show(num, "1E400", 0).as_deref(), Some("'inf'"));
+        assert_eq!(show(num, "-1e-400", 0).as_deref(), Some("'-0.0'"));
         assert_eq!(
             show(Kind::NonFinite, "-Infinity", 0).as_deref(),
-            Some("-inf")
+            Some("'-inf'")
         );
-        assert_eq!(show(Kind::Null, "null", 0).as_deref(), Some("None"));
+        assert_eq!(show(Kind::Null, "null", 0).as_deref(), Some("'None'"));
         assert_eq!(
             show(Kind::Bool(false), "false", 0).as_deref(),
-            Some("False")
+            Some("'False'")
         );
         let list = Kind::Array { empty: false };
         assert_eq!(
             show(list, "[1,[2]]", 2).as_deref(),
-            Some("<list of 2 items>")
+            Some("'<list of 2 items>'")
         );
         let s = Kind::Str { empty: false };
-        assert_eq!(show(s, r#""a\nb\u00e9""#, 0).as_deref(), Some("a\nbé"));
-        assert_eq!(show(s, r#""\ud800""#, 0), None);
+        assert_eq!(show(s, r#""a\nb\u00e9""#, 0).as_deref(), Some("'a\\nbé'"));
+        // A lone surrogate is a code point Python's `repr()` escapes (checked against the
+        // render server); WTF-8 is what the scanner decodes it to.
+        assert_eq!(
+            show(s, "\"x\u{e9}\\ud800'\"", 0).as_deref(),
+            Some("\"xé\\ud800'\"")
+        );
+        let raw = shown(s, b"\"\xed\xb0\x80\"", 0);
+        assert_eq!(raw.as_deref(), Some("'\\udc00'"));
         let long = format!("\"{}\"", "é".repeat(250));
-        let want = format!("{}...[truncated]", "é".repeat(200));
+        let want = format!("'{}...[truncated]'", "é".repeat(200));
         assert_eq!(show(s, &long, 0), Some(want));
-        assert_eq!(show(num, &"7".repeat(201), 0).map(|t| t.len()), Some(214));
+        let surrogates = format!("\"{}\"", "\\ud800".repeat(201));
+        let want = format!("'{}...[truncated]'", "\\ud800".repeat(200));
+        assert_eq!(show(s, &surrogates, 0), Some(want));
+        assert_eq!(show(num, &"7".repeat(201), 0).map(|t| t.len()), Some(216));
         assert_eq!(show(Kind::Object { empty: true }, "{}", 0), None);
     }
 }
