@@ -285,6 +285,10 @@ impl GateError {
             // vLLM's very words where mmgate knows them, else its own explanation.
             GateError::Unclassifiable(inv) => match inv.vllm_answer() {
                 Some(answer) => return answer,
+                None if inv.gateway_bound() => (
+                    "BadRequestError",
+                    format!("mmgate: the request body is past the gateway's inspection bounds ({inv}), so it is refused; vLLM itself may take it. Send fewer members, or ask the operator to set gate.on_unclassifiable = \"forward\"."),
+                ),
                 None => (
                     "BadRequestError",
                     format!("mmgate: the request body cannot be inspected, so it is refused ({inv}). vLLM refuses this body too; send a JSON object with content-type application/json."),
@@ -509,5 +513,30 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(GATE_BODY_MEDIA_IO_KWARGS).unwrap();
         assert_eq!(v["error"]["param"], "media_io_kwargs");
         assert!(!GATE_BODY_MM_PROCESSOR_KWARGS.ends_with('\n'));
+    }
+
+    /// A body past mmgate's own inspection bounds is refused in mmgate's words, which do
+    /// not claim that vLLM refuses it too; a body vLLM refuses (in words mmgate does not
+    /// know) says so.
+    #[test]
+    fn an_inspection_bound_is_not_blamed_on_vllm() {
+        use crate::inspect::scan::SyntaxError;
+        use crate::inspect::InspectError;
+        let text = |e: GateError| String::from_utf8(e.body().to_vec()).unwrap();
+        let bound = InspectError::Syntax(SyntaxError::TooManyMembers {
+            offset: 1,
+            limit: 10_000,
+            scope: "in the top-level object",
+        });
+        let body = text(GateError::Unclassifiable(Invalid::Body(bound, None)));
+        assert!(body.contains("inspection bounds"), "{body}");
+        assert!(!body.contains("vLLM refuses this body too"), "{body}");
+        let shallow = InspectError::Syntax(SyntaxError::TooDeep {
+            offset: 0,
+            limit: 64,
+            opens: b'[',
+        });
+        let body = text(GateError::Unclassifiable(Invalid::Body(shallow, None)));
+        assert!(body.contains("vLLM refuses this body too"), "{body}");
     }
 }

@@ -208,6 +208,18 @@ impl Invalid {
         matches!(self, Invalid::ContentType | Invalid::Body(..))
     }
 
+    /// Whether the body is refused at one of mmgate's own inspection bounds (more members
+    /// than it records), which vLLM may well take.
+    pub fn gateway_bound(&self) -> bool {
+        matches!(
+            self,
+            Invalid::Body(
+                InspectError::Syntax(crate::inspect::scan::SyntaxError::TooManyMembers { .. }),
+                _
+            )
+        )
+    }
+
     /// vLLM's own answer to the body, where mmgate knows its very words: the content-type
     /// error, or its refusal of a body it cannot parse.
     pub fn vllm_answer(&self) -> Option<Bytes> {
