@@ -147,9 +147,11 @@ pub enum Invalid {
     ModelCheck(&'static str),
     /// `/pooling`'s handler refuses the request before the gate, naming this parameter
     /// (`ServingPooling._verify_pooling_task`): a `dimensions` that is not null, or a task
-    /// the upstream does not pool.
+    /// the upstream does not pool. With the gated fields some model of the route's union
+    /// refuses as sent: their types may be what made the body an `IOProcessorRequest`, so
+    /// they reach vLLM unchanged.
     #[error("vLLM's pooling handler refuses `{0}` before the gate")]
-    PoolingTask(&'static str),
+    PoolingTask(&'static str, Vec<Field>),
     /// The model is not served (404 before the gate).
     #[error("The model `{0}` does not exist.")]
     UnknownModel(String),
@@ -246,7 +248,7 @@ impl Invalid {
     /// sent.
     pub fn mistyped_gated(&self) -> &[Field] {
         match self {
-            Invalid::FieldType { gated, .. } => gated,
+            Invalid::FieldType { gated, .. } | Invalid::PoolingTask(_, gated) => gated,
             // vLLM refuses it whatever the gated fields hold: it goes as sent.
             Invalid::NoHandler | Invalid::DispatchEnded(_) | Invalid::SageMakerSession => {
                 &Field::ALL
@@ -471,6 +473,9 @@ fn request_errors(
     // batch request's fields (extra ones included) with the conversation as `messages`: its
     // before-validators, then its types.
     if route == RouteKind::ChatBatch {
+        if f.member("messages").is_some_and(|m| m.misshapen_chat) {
+            return Some(field_type("messages", "of the type vLLM declares", gated()));
+        }
         let chat = route_declared(RouteKind::Chat);
         if let Some(parameter) = chat.rebuilt_check(f) {
             return Some(Invalid::ModelCheck(parameter));
@@ -517,9 +522,9 @@ fn removed_pooling_parameter(f: &Findings) -> Option<&'static str> {
 /// any other task but the upstream's pooling task is refused. With that task unknown, only
 /// `embed` and `classify` are judged: the upstream supports them exactly when it serves
 /// their routes.
-fn pooling_handler(f: &Findings, up: &UpstreamFacts) -> Option<Invalid> {
+fn pooling_handler(f: &Findings, up: &UpstreamFacts) -> Option<&'static str> {
     if f.member("dimensions").is_some_and(|m| m.kind != Kind::Null) {
-        return Some(Invalid::PoolingTask("dimensions"));
+        return Some("dimensions");
     }
     let task = f.member("task").filter(|m| m.kind != Kind::Null);
     let is = |word: &str| task.and_then(|t| t.is_one_of(&[word])) == Some(true);
@@ -541,7 +546,7 @@ fn pooling_handler(f: &Findings, up: &UpstreamFacts) -> Option<Invalid> {
             (None, None) => false,
         }
     };
-    refused.then_some(Invalid::PoolingTask("task"))
+    refused.then_some("task")
 }
 
 /// `CompletionRequest.validate_prompt_list_length`: a `prompt` list of more than the
@@ -709,8 +714,14 @@ fn verdict_with(route: RouteKind, f: &Findings, up: &UpstreamFacts, head: Head<'
     let fam = family(target);
     if fam == Family::Pooling {
         if target == RouteKind::Pooling {
-            if let Some(e) = pooling_handler(f, up) {
-                return Verdict::Invalid(e);
+            if let Some(parameter) = pooling_handler(f, up) {
+                // On `/invocations`, earlier request types may have refused the gated
+                // fields' types too.
+                let gated = match route {
+                    RouteKind::Invocations => Field::ALL.to_vec(),
+                    _ => route_declared(RouteKind::Pooling).mistyped_gated(f),
+                };
+                return Verdict::Invalid(Invalid::PoolingTask(parameter, gated));
             }
         }
         return gate(f);

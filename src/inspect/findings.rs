@@ -382,7 +382,8 @@ pub struct Member {
     pub misshapen: bool,
     /// For `messages`: an element that no message type takes after the chat request's
     /// validators (`ChatCompletionRequest`'s), as [`Member::misshapen`] says of other
-    /// requests' validation.
+    /// requests' validation; for a list of conversations, such an element in the first
+    /// one (which the batch route rebuilds as a chat request).
     pub misshapen_chat: bool,
     /// For `messages`: the chat request's before-validators raise a `TypeError` on an
     /// element ([`message`](super::message)'s `Fits::raises`), not a validation error.

@@ -206,11 +206,12 @@ pub(super) fn starts_with(sc: &Scanner<'_>, open: u8) -> bool {
 /// (one that is not an object, or [`chat_message`] says so). Lists that do not open with
 /// an object are scanned as they are.
 ///
-/// The batch route (`messages`, so `rebuilt`) validates its conversations plainly, then
-/// rebuilds the first one as a chat request before its gate runs (and stops at the first
-/// error): that request's `_normalize_messages_before` reads each `tool_calls` the batch
-/// validation left unread, so the first conversation's messages must also fit as the chat
-/// request takes them.
+/// The batch route validates its conversations plainly, then rebuilds the first one as a
+/// chat request before its gate runs (and stops at the first error): that request's
+/// `_normalize_messages_before` reads each `tool_calls` the batch validation left unread.
+/// For `messages` (`rebuilt`), `shape.misshapen_chat` is set when a message of the first
+/// conversation does not fit as the chat request takes it; other batched requests (the
+/// embeddings') rebuild nothing and read their `tool_calls` after the gate.
 fn conversations(
     sc: &mut Scanner<'_>,
     shape: &mut Shape,
@@ -237,7 +238,8 @@ fn conversations(
             // A system part's unhashable `type` raises nothing there: the batch validation
             // leaves OpenAI's content lists unread, so they are no lists to look into.
             let (kind, fits) = chat_message(sc, 4, None, &mut roles)?;
-            shape.misshapen |= !fits.plain || (rebuilt && first && !fits.chat);
+            shape.misshapen |= !fits.plain;
+            shape.misshapen_chat |= rebuilt && first && !fits.chat;
             Ok(kind)
         })?;
         shape.nested = shape.nested.or(sc.inner());

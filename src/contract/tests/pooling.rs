@@ -54,7 +54,7 @@ fn removed_pooling_parameters_are_refused_before_anything_else() {
 #[test]
 fn the_pooling_handler_refuses_dimensions_before_the_gate() {
     let up = UpstreamFacts::default();
-    let dimensions = Verdict::Invalid(Invalid::PoolingTask("dimensions"));
+    let dimensions = Verdict::Invalid(Invalid::PoolingTask("dimensions", vec![]));
     let input = r#""input":"x""#;
     for member in [
         r#""dimensions":0"#,
@@ -99,7 +99,7 @@ fn the_pooling_handler_refuses_dimensions_before_the_gate() {
 
 #[test]
 fn the_plugin_task_needs_an_io_processor_plugin() {
-    let task = Verdict::Invalid(Invalid::PoolingTask("task"));
+    let task = Verdict::Invalid(Invalid::PoolingTask("task", vec![]));
     let up = UpstreamFacts::default();
     // A body only an `IOProcessorRequest` takes, whatever its `task`; or `task` "plugin".
     for (base, member) in [
@@ -137,7 +137,7 @@ fn the_plugin_task_needs_an_io_processor_plugin() {
 
 #[test]
 fn a_named_task_must_be_the_upstreams_pooling_task() {
-    let task = Verdict::Invalid(Invalid::PoolingTask("task"));
+    let task = Verdict::Invalid(Invalid::PoolingTask("task", vec![]));
     let input = r#""input":"x""#;
     let embed = UpstreamFacts {
         pooling_task: Some("embed"),
@@ -200,12 +200,49 @@ fn the_pooling_handler_runs_before_the_model_check_and_on_invocations() {
     let body = r#"{"model":"nope","input":"x","dimensions":4,"mm_processor_kwargs":{"a":1}}"#;
     assert_eq!(
         v(RouteKind::Pooling, body, &up),
-        Verdict::Invalid(Invalid::PoolingTask("dimensions"))
+        Verdict::Invalid(Invalid::PoolingTask("dimensions", vec![]))
     );
     // Only a pooling request type takes a body with `data` alone.
     let data = r#"{"data":1,"mm_processor_kwargs":{"a":1}}"#;
     assert_eq!(
         v(RouteKind::Invocations, data, &up),
-        Verdict::Invalid(Invalid::PoolingTask("task"))
+        Verdict::Invalid(Invalid::PoolingTask("task", Field::ALL.to_vec()))
     );
+}
+
+/// A gated field's wrong type can make a `/pooling` body an `IOProcessorRequest` (the chat
+/// form refuses `media_io_kwargs: 1`, the completion form has no `input`), which the handler
+/// refuses without a plugin: the field reaches vLLM as sent, or nulled it would let the chat
+/// form take the body. On `/invocations` every gated field goes as sent.
+#[test]
+fn a_gated_field_that_decides_the_pooling_union_goes_as_sent() {
+    let up = UpstreamFacts {
+        pooling_task: Some("embed"),
+        ..embed_server()
+    };
+    let body = r#"{"messages":[{"role":"user","content":"x"}],"data":1,"media_io_kwargs":1}"#;
+    let verdict = v(RouteKind::Pooling, body, &up);
+    assert_eq!(
+        verdict,
+        Verdict::Invalid(Invalid::PoolingTask("task", vec![Field::MediaIoKwargs]))
+    );
+    let Verdict::Invalid(inv) = v(RouteKind::Invocations, body, &up) else {
+        panic!("refused before the gate")
+    };
+    assert_eq!(inv.mistyped_gated(), &Field::ALL);
+}
+
+/// The embeddings' batched chat requests read their messages' `tool_calls` lazily, after
+/// the gate: only the chat batch route rebuilds its first conversation as a chat request.
+#[test]
+fn embeddings_conversations_are_not_rebuilt_as_chat_requests() {
+    let up = embed_server();
+    for call in ["[1]", r#""ab""#, r#"{"a":1}"#, r#"[{"id":"1"}]"#] {
+        let member = format!(r#""messages":[[{{"role":"assistant","tool_calls":{call}}}]]"#);
+        assert_eq!(
+            with_kwargs(RouteKind::Embeddings, r#""n":1"#, &member, &up),
+            GATE,
+            "{call}"
+        );
+    }
 }
