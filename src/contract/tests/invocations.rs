@@ -2,20 +2,25 @@
 
 use super::*;
 
-/// `/invocations` tries only the request types of the handlers the server has: on a pooling
-/// server a chat-shaped body is an embedding request (whose model neither checks
-/// `tool_choice` nor types `tools`), so its kwargs meet the gate.
-#[test]
-fn invocations_dispatch_to_the_types_the_server_has() {
-    let body = r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","fn":{}}],"tool_choice":"auto","mm_processor_kwargs":{"a":1}}"#;
-    let generating = UpstreamFacts {
+/// A generating server as its `/openapi.json` shows it: chat and completion handlers.
+fn generating_server() -> UpstreamFacts {
+    UpstreamFacts {
         served_routes: Some(vec![
             RouteKind::Chat,
             RouteKind::Completions,
             RouteKind::Invocations,
         ]),
         ..Default::default()
-    };
+    }
+}
+
+/// `/invocations` tries only the request types of the handlers the server has: on a pooling
+/// server a chat-shaped body is an embedding request (whose model neither checks
+/// `tool_choice` nor types `tools`), so its kwargs meet the gate.
+#[test]
+fn invocations_dispatch_to_the_types_the_server_has() {
+    let body = r#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","fn":{}}],"tool_choice":"auto","mm_processor_kwargs":{"a":1}}"#;
+    let generating = generating_server();
     assert!(matches!(
         v(RouteKind::Invocations, body, &generating),
         Verdict::Invalid(_)
@@ -70,12 +75,7 @@ fn invocations_without_a_taking_type_have_no_handler() {
 fn invocations_bodies_name_no_model() {
     let up = UpstreamFacts {
         served_models: Some(vec!["tiny".into()]),
-        served_routes: Some(vec![
-            RouteKind::Chat,
-            RouteKind::Completions,
-            RouteKind::Invocations,
-        ]),
-        ..Default::default()
+        ..generating_server()
     };
     for model in [r#""nope""#, "5"] {
         let body = format!(
@@ -308,14 +308,7 @@ fn invocations_parse_limits_are_its_own() {
 /// take the body. (Checked against `vllm serve`.)
 #[test]
 fn a_chat_check_that_raises_ends_the_invocations_dispatch() {
-    let generating = UpstreamFacts {
-        served_routes: Some(vec![
-            RouteKind::Chat,
-            RouteKind::Completions,
-            RouteKind::Invocations,
-        ]),
-        ..Default::default()
-    };
+    let generating = generating_server();
     let ended = [
         r#""tools":[]"#,
         r#""messages":null"#,
