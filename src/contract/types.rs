@@ -681,11 +681,12 @@ impl Declared {
         first
     }
 
-    /// How many of model `i`'s declared fields the body sets (distinct top-level members it
-    /// declares, null ones included), or `None` when that model certainly refuses the body.
-    /// Pydantic's smart mode takes the union member that sets the most fields.
-    pub(super) fn fields_set(&self, i: usize, findings: &Findings) -> Option<usize> {
-        let model = self.models.get(i)?;
+    /// How many of the declared fields of the model named `name` (its vLLM class) the body
+    /// sets (distinct top-level members it declares, null ones included), or `None` when
+    /// that model certainly refuses the body (or is no member of the union). Pydantic's
+    /// smart mode takes the union member that sets the most fields.
+    pub(super) fn fields_set(&self, name: &str, findings: &Findings) -> Option<usize> {
+        let model = self.models.iter().find(|m| m.name == name)?;
         if model.first_error(findings).is_some() {
             return None;
         }

@@ -85,13 +85,10 @@ fn fastapi(route: RouteKind, error: &InspectError) -> Option<Bytes> {
         | InspectError::NotObject {
             type_name: "null", ..
         } => validation(1, &missing(), "body"),
-        InspectError::NotObject {
-            input: Some(input), ..
-        } => {
+        InspectError::NotObject { input, .. } => {
             let error = model_attributes(input);
             validation(super::route_models(route), &error, "body")
         }
-        InspectError::NotObject { input: None, .. } => None,
         InspectError::Json { what, pos, .. } => {
             let error = format!(
                 "{{'type': 'json_invalid', 'loc': 'body.{pos}', 'msg': 'JSON decode error', 'input': '<dict of 0 items>', 'ctx': {{'error': {}}}}}",
@@ -651,7 +648,7 @@ mod tests {
         );
         let list = InspectError::NotObject {
             type_name: "array",
-            input: Some("'<list of 2 items>'".into()),
+            input: "'<list of 2 items>'".into(),
             python_type: "list",
             may_hold_request_type: false,
         };
@@ -682,7 +679,7 @@ mod tests {
         assert_eq!(text(RouteKind::Invocations, &deep), None);
         let path = InspectError::NotObject {
             type_name: "string",
-            input: Some("'/usr/lib/x'".into()),
+            input: "'/usr/lib/x'".into(),
             python_type: "str",
             may_hold_request_type: false,
         };
@@ -691,10 +688,25 @@ mod tests {
         assert!(answer.contains("'input': '<path>'}"), "{answer}");
         let unknown = InspectError::NotObject {
             type_name: "string",
-            input: Some(r#"'File "x", line 1, in f'"#.into()),
+            input: r#"'File "x", line 1, in f'"#.into(),
             python_type: "str",
             may_hold_request_type: false,
         };
         assert_eq!(text(RouteKind::Chat, &unknown), None, "a traceback's text");
+        // `_format_error` cuts an error's text at 1000 characters (an input of 200
+        // characters that `repr()` writes as 10 each crosses it).
+        let wide = InspectError::NotObject {
+            type_name: "string",
+            input: format!("'{}'", "\\U000e0001".repeat(200)),
+            python_type: "str",
+            may_hold_request_type: false,
+        };
+        let answer = text(RouteKind::Chat, &wide).unwrap();
+        let message = answer.split(r#""message":""#).nth(1).unwrap();
+        let error = message.split(r#"","type""#).next().unwrap();
+        let error = error.strip_prefix(r"1 validation error:\n  ").unwrap();
+        // JSON escapes each backslash of the text: 2,000 characters of escapes written.
+        assert!(error.ends_with("...[truncated]"), "{error}");
+        assert_eq!(error.replace(r"\\", r"\").chars().count(), 1000 + 14);
     }
 }

@@ -179,8 +179,9 @@ pub struct Facts {
     /// not an object or null, a member of a type its field does not take, or not exactly
     /// one constraint set.
     pub structured_outputs_refused: bool,
-    /// `RepetitionDetectionParams` refuses the (last) `repetition_detection`.
-    pub repetition_detection_refused: bool,
+    /// Whether and how `RepetitionDetectionParams` refuses the (last)
+    /// `repetition_detection`.
+    pub repetition_detection: super::RepetitionRefusal,
     /// `logit_bias` (its last occurrence) holds a value pydantic's `float` refuses.
     pub logit_bias_refused: bool,
 }
@@ -551,8 +552,8 @@ pub enum InspectError {
         /// The value's JSON type.
         type_name: &'static str,
         /// The value as vLLM's validation error shows it: the `repr()` of its Python
-        /// `str()` cut to 200 characters (`None` for an object).
-        input: Option<String>,
+        /// `str()` cut to 200 characters.
+        input: String,
         /// Its Python type's name (`NoneType`, `bool`, `int`, `float`, `str`, `list`).
         python_type: &'static str,
         /// Whether `"requestType" in value` may be true (SageMaker's session layer asks):

@@ -33,9 +33,12 @@ pub(super) struct Fits {
     /// The chat request's (`ChatCompletionRequest`).
     pub(super) chat: bool,
     /// The chat request's before-validators raise a `TypeError` on it, which is no
-    /// validation error (it ends `/invocations`' dispatch): a `tool_calls` number or bool,
-    /// or a system message's content part whose `type` Python cannot hash.
+    /// validation error (it ends `/invocations`' dispatch): a `tool_calls` number, bool,
+    /// NaN or infinity, or a system message's content part whose `type` Python cannot hash.
     pub(super) raises: bool,
+    /// Harmony's `Message` takes it: validated so (the batch route's conversations), it is
+    /// an object, which the chat request's validators skip.
+    pub(super) harmony: bool,
 }
 
 impl Fits {
@@ -48,6 +51,7 @@ impl Fits {
             plain: fits,
             chat: fits,
             raises: false,
+            harmony: false,
         }
     }
 }
@@ -256,6 +260,7 @@ impl Message {
         if self.unreadable_key {
             return Fits {
                 raises,
+                harmony,
                 ..Fits::same(harmony)
             };
         }
@@ -278,6 +283,7 @@ impl Message {
             plain,
             chat,
             raises,
+            harmony,
         }
     }
 

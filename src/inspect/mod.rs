@@ -27,7 +27,7 @@ pub use findings::{
 };
 pub use scan::{Kind, KindSet};
 use scan::{Scanner, StrSpan, SyntaxError};
-pub use shapes::{ChatForm, CONTENTS};
+pub use shapes::{ChatForm, RepetitionRefusal, CONTENTS};
 pub use tagged::{Key, List, Name, Object, Parts, TagValue, Tagged};
 pub use values::KwargValue;
 
@@ -114,7 +114,8 @@ fn findings(decoded: &decode::Decoded<'_>, max_depth: usize) -> Result<Findings,
         let literal = &decoded.text[start..end];
         return Err(InspectError::NotObject {
             type_name: kind.type_name(),
-            input: python::shown(kind, literal, len),
+            // Never an object here.
+            input: python::shown(kind, literal, len).unwrap_or_default(),
             python_type: python::type_name(kind, literal),
             may_hold_request_type: match kind {
                 Kind::Str { .. } => memchr::memmem::find(
@@ -492,8 +493,8 @@ fn fact_value(
             sc.value(2)?
         }
         b"repetition_detection" => {
-            let (kind, refused) = shapes::repetition_detection(sc)?;
-            facts.repetition_detection_refused = refused;
+            let (kind, refusal) = shapes::repetition_detection(sc)?;
+            facts.repetition_detection = refusal;
             kind
         }
         b"logit_bias" => {

@@ -33,7 +33,7 @@ pub(super) fn shown(kind: Kind, literal: &[u8], len: usize) -> Option<String> {
         Kind::Str { .. } => {
             // WTF-8: a lone surrogate is a code point of its own, which `repr()` escapes.
             let text = scan::decoded(&literal[1..literal.len() - 1]);
-            let points: Vec<u32> = code_points(&text).collect();
+            let points: Vec<u32> = code_points(&text).take(SHOWN_CHARS + 1).collect();
             let cut_at = points.len().min(SHOWN_CHARS);
             let mut shown = repr_points(&points[..cut_at]);
             if cut_at < points.len() {

@@ -46,7 +46,7 @@ pub struct ToolNames {
     /// tool it cannot read so (where it raises).
     pub chat: Vec<Vec<u8>>,
     /// Chat's check reached a tool it cannot read: it looks no further.
-    pub chat_stopped: bool,
+    pub(super) chat_stopped: bool,
     /// The Responses API's: each tool's `name`, and a namespace's tools' names alone and
     /// after the namespace's (`{namespace}__{name}`), the strings among them decoded.
     pub responses: Vec<Vec<u8>>,
@@ -125,8 +125,11 @@ pub(super) fn walk(
     name: &[u8],
     shape: &mut Shape,
 ) -> Result<Option<Kind>, SyntaxError> {
+    // A `messages` list is walked whatever its first element: the chat request's
+    // validators skip what is not an object and raise on a later message.
+    let messages = name == b"messages" && sc.peek() == Some(b'[') && !starts_with(sc, b'[');
     let kind = match name {
-        b"messages" | b"input" | b"tools" if starts_with(sc, b'{') => {
+        b"messages" | b"input" | b"tools" if messages || starts_with(sc, b'{') => {
             let input = name == b"input";
             let (mut all, mut roles) = (Fits::BOTH, true);
             let empty = sc.elements(2, |sc| {
@@ -157,7 +160,7 @@ pub(super) fn walk(
             })?;
             (shape.misshapen, shape.misshapen_chat) = (!all.plain, !all.chat);
             shape.chat_raises = all.raises;
-            if roles && name != b"tools" {
+            if roles && !empty && name != b"tools" {
                 shape.chat_form = ChatForm::Messages;
             }
             Kind::Array { empty }
@@ -208,7 +211,8 @@ pub(super) fn starts_with(sc: &Scanner<'_>, open: u8) -> bool {
 ///
 /// The batch route validates its conversations plainly, then rebuilds the first one as a
 /// chat request before its gate runs (and stops at the first error): that request's
-/// `_normalize_messages_before` reads each `tool_calls` the batch validation left unread.
+/// `_normalize_messages_before` reads each `tool_calls` the batch validation left unread
+/// in a message dict.
 /// For `messages` (`rebuilt`), `shape.misshapen_chat` is set when a message of the first
 /// conversation does not fit as the chat request takes it; other batched requests (the
 /// embeddings') rebuild nothing and read their `tool_calls` after the gate.
@@ -239,7 +243,8 @@ fn conversations(
             // leaves OpenAI's content lists unread, so they are no lists to look into.
             let (kind, fits) = chat_message(sc, 4, None, &mut roles)?;
             shape.misshapen |= !fits.plain;
-            shape.misshapen_chat |= rebuilt && first && !fits.chat;
+            // One harmony's type takes stays an object there, which they skip.
+            shape.misshapen_chat |= rebuilt && first && !fits.chat && !fits.harmony;
             Ok(kind)
         })?;
         shape.nested = shape.nested.or(sc.inner());
@@ -335,8 +340,9 @@ fn score_input(sc: &mut Scanner<'_>, depth: usize, shape: &mut Shape) -> Result<
 /// and no member name that is not text. The element is also read as a tagged object, for
 /// the Responses API's tool types.
 fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), SyntaxError> {
-    let (mut function, mut defer) = (None, true);
-    // The (last) `function` object's (last) `name`, as chat's check reads it.
+    // Whether the (last) `function` is one `FunctionDefinition` may take, and its (last)
+    // `name` as chat's check reads it.
+    let (mut function, mut defer) = (false, true);
     let mut raw = RawName::Unreadable;
     // For the Responses API's names: the last `name`, and the last `tools` if a list.
     let (mut name, mut tools) = (NameValue::None, None);
@@ -346,14 +352,11 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
     let empty = sc.members(3, |sc, key| {
         let key = key_bytes(sc.text(), key);
         let start = sc.pos;
-        let (mut read, mut read_raw) = (None, RawName::Unreadable);
+        let (mut read, mut read_raw) = (false, RawName::Unreadable);
         let read_here = |sc: &mut Scanner<'_>| match &key[..] {
             b"function" if sc.peek() == Some(b'{') => {
                 let (kind, name, fits) = function_definition(sc)?;
-                if let (true, RawName::Text(text)) = (fits, &name) {
-                    read = Some(text.clone());
-                }
-                read_raw = name;
+                (read, read_raw) = (fits, name);
                 Ok(kind)
             }
             b"name" => {
@@ -388,7 +391,7 @@ fn chat_tool(sc: &mut Scanner<'_>, shape: &mut Shape) -> Result<(Kind, bool), Sy
         TagValue::Word(w) => w.is(b"function"),
         _ => false,
     };
-    let fits = typed && function.is_some() && defer && !object.unreadable();
+    let fits = typed && function && defer && !object.unreadable();
     shape.objects.push(object);
     let names = &mut shape.tool_names;
     if !names.chat_stopped {
@@ -762,16 +765,35 @@ fn named_members(
     })
 }
 
-/// Scans `repetition_detection`: whether vLLM's `RepetitionDetectionParams` refuses it:
-/// neither an object nor null, a member name that is not text, a member pydantic's lax
-/// `int` refuses (null included), or its `__post_init__`: sizes below zero, the minimum
-/// size above the maximum, or `min_count` below 2 once the maximum is set (the last of
-/// duplicates counting).
-pub(super) fn repetition_detection(sc: &mut Scanner<'_>) -> Result<(Kind, bool), SyntaxError> {
+/// How vLLM's `RepetitionDetectionParams` (a pydantic dataclass) refuses a value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RepetitionRefusal {
+    /// It takes the value.
+    #[default]
+    None,
+    /// A validation error: neither an object nor null, a member name that is not text, a
+    /// member pydantic's lax `int` refuses (null included).
+    Mistyped,
+    /// Its `__post_init__` raises vLLM's own error, which is no validation error.
+    PostInit,
+}
+
+/// Scans `repetition_detection`: whether vLLM's `RepetitionDetectionParams` refuses it, and
+/// how ([`RepetitionRefusal`]); its `__post_init__` refuses sizes below zero, the minimum size above
+/// the maximum, or `min_count` below 2 once the maximum is set (the last of duplicates
+/// counting).
+pub(super) fn repetition_detection(
+    sc: &mut Scanner<'_>,
+) -> Result<(Kind, RepetitionRefusal), SyntaxError> {
     use coerce::IntValue;
     if sc.peek() != Some(b'{') {
         let kind = sc.value(2)?;
-        return Ok((kind, kind != Kind::Null));
+        let refusal = if kind == Kind::Null {
+            RepetitionRefusal::None
+        } else {
+            RepetitionRefusal::Mistyped
+        };
+        return Ok((kind, refusal));
     }
     // Each 0 by default.
     let names: [&[u8]; 3] = [b"max_pattern_size", b"min_pattern_size", b"min_count"];
@@ -779,16 +801,17 @@ pub(super) fn repetition_detection(sc: &mut Scanner<'_>) -> Result<(Kind, bool),
     let (empty, unreadable) = named_members(sc, &names, |at, kind, token| {
         values[at] = coerce::int_value(kind, token);
     })?;
-    let refused = unreadable
-        || match values {
-            _ if values.contains(&IntValue::Refused) => true,
-            [IntValue::Value(max), IntValue::Value(min), IntValue::Value(count)] => {
-                max < 0 || min < 0 || min > max || (max > 0 && count < 2)
-            }
-            // A value not read here: nothing is certain.
-            _ => false,
-        };
-    Ok((Kind::Object { empty }, refused))
+    let refusal = match values {
+        _ if unreadable || values.contains(&IntValue::Refused) => RepetitionRefusal::Mistyped,
+        [IntValue::Value(max), IntValue::Value(min), IntValue::Value(count)]
+            if max < 0 || min < 0 || min > max || (max > 0 && count < 2) =>
+        {
+            RepetitionRefusal::PostInit
+        }
+        // Taken, or a value not read here: nothing is certain.
+        _ => RepetitionRefusal::None,
+    };
+    Ok((Kind::Object { empty }, refusal))
 }
 
 /// Scans `logit_bias` at the cursor (a top-level member's value, `dict[str, float] | None`):

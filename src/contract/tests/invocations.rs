@@ -320,6 +320,11 @@ fn a_chat_check_that_raises_ends_the_invocations_dispatch() {
         r#""top_logprobs":1"#,
         r#""tool_choice":"auto""#,
         r#""tools":[{"type":"function"}],"tool_choice":{"type":"function","function":{"name":"f"}}"#,
+        // The validators skip what is not a dict, and raise on a later message.
+        r#""messages":[1,{"role":"assistant","tool_calls":5}]"#,
+        // `RepetitionDetectionParams.__post_init__` raises vLLM's own error.
+        r#""repetition_detection":{"max_pattern_size":-1}"#,
+        r#""repetition_detection":{"max_pattern_size":3,"min_count":1}"#,
     ];
     for member in ended {
         let verdict = with_kwargs(

@@ -338,6 +338,10 @@ fn the_batch_routes_first_conversation_is_judged_as_a_chat_request() {
     }
     let good = r#"[{"role":"assistant","tool_calls":[{"id":"1","type":"function","function":{"name":"a","arguments":"x"}}]}]"#;
     assert_eq!(batch(&format!("[{good}]"), ""), GATE);
+    // Harmony's `Message` takes this one: the batch validation makes it an object, which
+    // the rebuilt request's validators skip.
+    let harmony = r#"[{"author":{"role":"user"},"tool_calls":5}]"#;
+    assert_eq!(batch(&format!("[{harmony}]"), ""), GATE);
     for (member, taken) in [
         (r#","repetition_detection":"x""#, false),
         (r#","repetition_detection":{"max_pattern_size":"x"}"#, false),
