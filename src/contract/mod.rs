@@ -392,13 +392,13 @@ fn request_errors(
     if let Some(types::Refusal::Check(parameter)) = refusal {
         return Some(Invalid::ModelCheck(parameter));
     }
+    // Every generating route but the Responses API's declares `response_format` and
+    // `repetition_detection`.
+    let formats =
+        generating(route) && !matches!(route, RouteKind::Responses | RouteKind::ResponsesRender);
     // The dataclass's `__post_init__` raises vLLM's own error while pydantic validates the
     // fields, which ends validation (and /invocations' dispatch) there.
-    let post_init = f.facts.repetition_detection == RepetitionRefusal::PostInit;
-    if post_init
-        && generating(route)
-        && !matches!(route, RouteKind::Responses | RouteKind::ResponsesRender)
-    {
+    if formats && f.facts.repetition_detection == RepetitionRefusal::PostInit {
         return Some(Invalid::ModelCheck("repetition_detection"));
     }
     if let Some(types::Refusal::Field(field)) = refusal {
@@ -412,8 +412,6 @@ fn request_errors(
                 gated(),
             ));
         }
-        // Every generating route but the Responses API's declares `response_format`.
-        let formats = !matches!(route, RouteKind::Responses | RouteKind::ResponsesRender);
         if formats && f.facts.response_format_refused {
             return Some(field_type("response_format", RESPONSE_FORMAT, gated()));
         }

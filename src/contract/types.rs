@@ -690,16 +690,7 @@ impl Declared {
         if model.first_error(findings).is_some() {
             return None;
         }
-        let mut seen = [0u64; MAX_FIELDS / 64];
-        let mut set = 0;
-        for m in &findings.members {
-            if let Some(&at) = model.position.get(findings.name(m)) {
-                let (word, bit) = (at / 64, 1u64 << (at % 64));
-                set += usize::from(seen[word] & bit == 0);
-                seen[word] |= bit;
-            }
-        }
-        Some(set)
+        Some(model.declared_members(findings).count())
     }
 
     /// The class name of the first model, in the union's order, that may accept the body:
@@ -785,17 +776,8 @@ impl Model {
         skip_null: bool,
         skip: Option<usize>,
     ) -> Option<usize> {
-        let mut seen = [0u64; MAX_FIELDS / 64];
         let mut mistyped = None;
-        for m in findings.members.iter().rev() {
-            let Some(&i) = self.position.get(findings.name(m)) else {
-                continue;
-            };
-            let (word, bit) = (i / 64, 1u64 << (i % 64));
-            if seen[word] & bit != 0 {
-                continue;
-            }
-            seen[word] |= bit;
+        for (i, m) in self.declared_members(findings) {
             if Some(i) != skip
                 && !(skip_null && m.kind == Kind::Null)
                 && certainly_invalid(&self.fields[i], m, findings)
@@ -805,6 +787,22 @@ impl Model {
             }
         }
         mistyped
+    }
+
+    /// The body's members this model declares, each field once with its member as pydantic
+    /// reads it (the last of duplicate keys): the field's position, and the member.
+    fn declared_members<'f>(
+        &self,
+        findings: &'f Findings,
+    ) -> impl Iterator<Item = (usize, &'f Member)> + use<'_, 'f> {
+        let mut seen = [0u64; MAX_FIELDS / 64];
+        findings.members.iter().rev().filter_map(move |m| {
+            let i = *self.position.get(findings.name(m))?;
+            let (word, bit) = (i / 64, 1u64 << (i % 64));
+            let first = seen[word] & bit == 0;
+            seen[word] |= bit;
+            first.then_some((i, m))
+        })
     }
 }
 

@@ -212,10 +212,10 @@ pub(super) fn starts_with(sc: &Scanner<'_>, open: u8) -> bool {
 /// The batch route validates its conversations plainly, then rebuilds the first one as a
 /// chat request before its gate runs (and stops at the first error): that request's
 /// `_normalize_messages_before` reads each `tool_calls` the batch validation left unread
-/// in a message dict.
-/// For `messages` (`rebuilt`), `shape.misshapen_chat` is set when a message of the first
-/// conversation does not fit as the chat request takes it; other batched requests (the
-/// embeddings') rebuild nothing and read their `tool_calls` after the gate.
+/// in a message dict. For `messages` (`rebuilt`), `shape.misshapen_chat` is set when a
+/// message of the first conversation does not fit as the chat request takes it; other
+/// batched requests (the embeddings') rebuild nothing and read their `tool_calls` after the
+/// gate.
 fn conversations(
     sc: &mut Scanner<'_>,
     shape: &mut Shape,
