@@ -324,11 +324,10 @@ fn declared(route: RouteKind, f: &Findings) -> (bool, bool) {
 
 /// Whether `/tokenize`'s body is its chat form. Both forms take extra members, so a body
 /// with `messages` and `prompt` may validate as either; pydantic's smart mode then takes the
-/// one that sets more fields, nested models' and typed dicts' included, and the completion
-/// form on a tie. Every message a chat message type takes sets a field at least (its
-/// `role`), so the chat form wins with a message, or with a member only it declares
-/// (`mm_processor_kwargs`, `chat_template`, `tools`, ...). (Checked against pydantic
-/// 2.14's `TypeAdapter` and the render server.)
+/// one that sets more fields ([`types::Declared::chosen`]): the chat form with a message, or
+/// with a member only it declares (`mm_processor_kwargs`, `chat_template`, `tools`, ...), and
+/// the completion form on a tie. (Checked against pydantic 2.14's `TypeAdapter` and the
+/// render server.)
 fn tokenize_chat_form(f: &Findings) -> bool {
     if !f.facts.has_messages {
         return false;
@@ -336,16 +335,7 @@ fn tokenize_chat_form(f: &Findings) -> bool {
     if f.facts.read.get(Read::Prompt).is_none() {
         return true;
     }
-    let union = route_declared(RouteKind::Tokenize);
-    let completion = union.fields_set("TokenizeCompletionRequest", f);
-    let chat = union.fields_set("TokenizeChatRequest", f);
-    let Some(chat) = chat else {
-        return false;
-    };
-    let messages = f
-        .member("messages")
-        .is_some_and(|m| m.kind == Kind::Array { empty: false });
-    completion.is_none_or(|completion| chat + usize::from(messages) > completion)
+    route_declared(RouteKind::Tokenize).chosen(f) == Some("TokenizeChatRequest")
 }
 
 /// What pydantic certainly refuses before the gate: a before-validator, a declared field's
@@ -490,8 +480,7 @@ fn pooling_handler(f: &Findings, up: &UpstreamFacts) -> Option<&'static str> {
     }
     let task = f.member("task").filter(|m| m.kind != Kind::Null);
     let is = |word: &str| task.and_then(|t| t.is_one_of(&[word])) == Some(true);
-    let refused = if route_declared(RouteKind::Pooling).first_possible(f)
-        == Some("IOProcessorRequest")
+    let refused = if route_declared(RouteKind::Pooling).chosen(f) == Some("IOProcessorRequest")
         || is("plugin")
     {
         !up.io_processor_plugin && up.pooling_task != Some("plugin")

@@ -680,28 +680,6 @@ impl Declared {
         }
         first
     }
-
-    /// How many of the declared fields of the model named `name` (its vLLM class) the body
-    /// sets (distinct top-level members it declares, null ones included), or `None` when
-    /// that model certainly refuses the body (or is no member of the union). Pydantic's
-    /// smart mode takes the union member that sets the most fields.
-    pub(super) fn fields_set(&self, name: &str, findings: &Findings) -> Option<usize> {
-        let model = self.models.iter().find(|m| m.name == name)?;
-        if model.first_error(findings).is_some() {
-            return None;
-        }
-        Some(model.declared_members(findings).count())
-    }
-
-    /// The class name of the first model, in the union's order, that may accept the body:
-    /// the one pydantic's smart mode takes when several validate it (as far as the JSON
-    /// kinds of their fields decide); `None` when every model refuses it.
-    pub(super) fn first_possible(&self, findings: &Findings) -> Option<&'static str> {
-        self.models
-            .iter()
-            .find(|m| m.first_error(findings).is_none())
-            .map(|m| m.name)
-    }
 }
 
 impl Declared {
@@ -808,3 +786,4 @@ impl Model {
 
 #[cfg(test)]
 mod tests;
+mod union;

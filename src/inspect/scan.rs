@@ -173,6 +173,11 @@ impl KindSet {
     /// Not a kind: an integer literal too large for a float (`float()` of it overflows),
     /// which pydantic's `float` refuses. Found beside `NUMBER`; `int` accepts it.
     pub const NOT_FLOAT: KindSet = KindSet(1 << 8);
+    /// Not a kind: a number written with a fraction or an exponent (`1.0`, `2e3`), which
+    /// `json.loads` makes a Python `float`. Pydantic's `int` takes an integral one in lax
+    /// mode only, which its smart unions rank below an exact match. Found beside `NUMBER`;
+    /// [`KindSet::within`] ignores it.
+    pub const FLOAT_LITERAL: KindSet = KindSet(1 << 9);
     /// Every kind.
     pub const ANY: KindSet = KindSet(0x1ff);
 
@@ -194,9 +199,20 @@ impl KindSet {
         }
     }
 
-    /// Whether every kind of this set is in `other`.
+    /// Whether every kind of this set is in `other` (`FLOAT_LITERAL` aside: it refuses
+    /// nothing).
     pub fn within(self, other: KindSet) -> bool {
+        self.0 & !KindSet::FLOAT_LITERAL.0 & !other.0 == 0
+    }
+
+    /// Whether every kind and mark of this set, `FLOAT_LITERAL` included, is in `other`.
+    pub fn exactly_within(self, other: KindSet) -> bool {
         self.0 & !other.0 == 0
+    }
+
+    /// Whether this set holds all of `other`'s kinds and marks.
+    pub fn has(self, other: KindSet) -> bool {
+        self.0 & other.0 == other.0
     }
 }
 
@@ -730,24 +746,25 @@ impl Scanner<'_> {
     }
 }
 
-/// `NOT_INT` for a number or string token that pydantic's lax `int` refuses, and
-/// `NOT_FLOAT` for an integer literal its `float` refuses; neither is looked for when `known`
-/// has it already.
+/// `NOT_INT` for a number or string token that pydantic's lax `int` refuses, `NOT_FLOAT`
+/// for an integer literal its `float` refuses, and `FLOAT_LITERAL` for a number written with
+/// a fraction or exponent; none is looked for when `known` has it already.
 fn refined(kind: Kind, token: &[u8], known: KindSet) -> KindSet {
-    let not_float = match kind {
-        Kind::Number { .. } if !KindSet::NOT_FLOAT.within(known) => {
-            if super::coerce::overflows_float(token) {
-                KindSet::NOT_FLOAT
-            } else {
-                KindSet::NONE
-            }
+    let mut marks = KindSet::NONE;
+    if let Kind::Number { .. } = kind {
+        if !known.has(KindSet::NOT_FLOAT) && super::coerce::overflows_float(token) {
+            marks = KindSet::NOT_FLOAT;
         }
-        _ => KindSet::NONE,
-    };
-    if KindSet::NOT_INT.within(known) {
-        return not_float;
+        if !known.has(KindSet::FLOAT_LITERAL)
+            && token.iter().any(|&c| matches!(c, b'.' | b'e' | b'E'))
+        {
+            marks = marks.or(KindSet::FLOAT_LITERAL);
+        }
     }
-    not_float.or(not_int(kind, token))
+    if known.has(KindSet::NOT_INT) {
+        return marks;
+    }
+    marks.or(not_int(kind, token))
 }
 
 /// `NOT_INT` for a number or string token that pydantic's lax `int` refuses, else nothing.

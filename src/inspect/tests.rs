@@ -141,10 +141,19 @@ fn array_members_note_their_elements_kinds() {
     ];
     assert_eq!(elements("a"), k(&every));
     // An integer too large for a float (not so with a fraction: a float, infinite).
-    assert_eq!(elements("j"), k(&[K::NUMBER, K::NOT_FLOAT, K::NOT_INT]));
+    assert_eq!(
+        elements("j"),
+        k(&[K::NUMBER, K::NOT_FLOAT, K::NOT_INT, K::FLOAT_LITERAL])
+    );
     assert_eq!(elements("b"), K::NONE);
-    assert_eq!(elements("c"), k(&[K::NUMBER, K::STR, K::BOOL]));
-    assert_eq!(elements("d"), k(&[K::NUMBER, K::NOT_INT]));
+    // `2.0` is an integer written as a float: lax for an `int`, exact for a `float`.
+    assert_eq!(
+        elements("c"),
+        k(&[K::NUMBER, K::STR, K::BOOL, K::FLOAT_LITERAL])
+    );
+    assert!(elements("c").within(k(&[K::NUMBER, K::STR, K::BOOL])));
+    assert!(!elements("c").exactly_within(k(&[K::NUMBER, K::STR, K::BOOL])));
+    assert_eq!(elements("d"), k(&[K::NUMBER, K::NOT_INT, K::FLOAT_LITERAL]));
     assert_eq!(elements("e"), k(&[K::STR, K::NOT_INT]));
     assert_eq!(elements("f"), K::ARRAY);
     assert_eq!(elements("g"), K::NONE);

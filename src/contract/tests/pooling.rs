@@ -246,3 +246,43 @@ fn embeddings_conversations_are_not_rebuilt_as_chat_requests() {
         );
     }
 }
+
+/// Of the `/pooling` models that take a body, pydantic's smart mode keeps the one that sets
+/// the most fields and, of those that set as many, the first whose values need no lax
+/// coercion: a token `input` of floats, bools or mixed kinds loses to an
+/// `IOProcessorRequest`'s `data` (refused without a plugin), unless another member is lax
+/// for both or a member only the other forms declare is set. (Each case as pydantic's
+/// `TypeAdapter` chose on vLLM 0.31's union.)
+#[test]
+fn the_pooling_union_is_decided_by_fields_set_then_exactness() {
+    let up = UpstreamFacts::default();
+    let task = Verdict::Invalid(Invalid::PoolingTask("task", vec![]));
+    let pooling = |input: &str, member: &str| {
+        let base = format!(r#""input":{input},"data":1"#);
+        with_kwargs(RouteKind::Pooling, &base, member, &up)
+    };
+    for input in ["[1.0]", "[true]", "[[1],[2.0]]", r#"["a",1]"#, "[1e0]"] {
+        for member in [
+            r#""priority":2"#,
+            r#""user":null"#,
+            r#""encoding_format":"float""#,
+        ] {
+            assert_eq!(pooling(input, member), task, "{input} {member}");
+        }
+    }
+    for (input, member) in [
+        ("[-1]", r#""user":null"#),
+        ("[1]", r#""user":null"#),
+        (r#"["1"]"#, r#""user":null"#),
+        ("[]", r#""user":null"#),
+        (r#""x""#, r#""user":null"#),
+        ("[[1]]", r#""user":null"#),
+        ("[1.0]", r#""priority":1.0"#),
+        ("[1.0]", r#""priority":"1""#),
+        ("[1.0]", r#""truncate_prompt_tokens":1.0"#),
+        ("[1.0]", r#""dimensions":null"#),
+        ("[1.0]", r#""messages":[]"#),
+    ] {
+        assert_eq!(pooling(input, member), GATE, "{input} {member}");
+    }
+}
