@@ -349,7 +349,7 @@ impl Seen {
             if self.length.is_some() {
                 return Err(bad);
             }
-            self.length = Some(decimal(value.trim_ascii()).ok_or(bad)?);
+            self.length = Some(length(value.trim_ascii()).ok_or(bad)?);
         } else if *name == header::TRANSFER_ENCODING {
             // llhttp refuses a field with no coding at all (seen on vLLM's server).
             if value.trim_ascii().is_empty() {
@@ -531,6 +531,13 @@ fn absolute_form_has_path(target: &[u8]) -> bool {
     host_ok && port_ok
 }
 
+/// A `Content-Length` value: a plain decimal number with any number of leading zeros
+/// (llhttp bounds the value, not the digits: vLLM's server takes thousands of them).
+fn length(digits: &[u8]) -> Option<u64> {
+    let significant = digits.iter().position(|&d| d != b'0');
+    decimal(&digits[significant.unwrap_or(digits.len().saturating_sub(1))..])
+}
+
 /// A plain decimal number (digits only, no sign), within `u64`.
 fn decimal(digits: &[u8]) -> Option<u64> {
     if digits.is_empty() || digits.len() > 19 {
@@ -562,6 +569,16 @@ mod tests {
         assert_eq!(framing(""), Ok(Framing::Empty));
         assert_eq!(framing("Content-Length: 0\r\n"), Ok(Framing::Empty));
         assert_eq!(framing("Content-Length: 12\r\n"), Ok(Framing::Length(12)));
+        // Leading zeros, as many as a client writes.
+        let zeros = "0".repeat(5000);
+        assert_eq!(
+            framing(&format!("Content-Length: {zeros}\r\n")),
+            Ok(Framing::Empty)
+        );
+        assert_eq!(
+            framing(&format!("Content-Length: {zeros}12\r\n")),
+            Ok(Framing::Length(12))
+        );
 
         assert_eq!(
             framing("Transfer-Encoding: gzip, Chunked\r\n"),
@@ -578,6 +595,8 @@ mod tests {
             "Content-Length: -1\r\n",
             "Content-Length: \r\n",
             "Content-Length: 99999999999999999999\r\n",
+            "Content-Length: 00099999999999999999999\r\n",
+            "Content-Length: 00x\r\n",
             "Transfer-Encoding: gzip\r\n",
             "Transfer-Encoding: chunked, gzip\r\n",
             "Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n",
