@@ -750,38 +750,37 @@ impl Scanner<'_> {
 /// for an integer literal its `float` refuses, and `FLOAT_LITERAL` for a number written with
 /// a fraction or exponent; none is looked for when `known` has it already.
 fn refined(kind: Kind, token: &[u8], known: KindSet) -> KindSet {
-    let mut marks = KindSet::NONE;
-    if let Kind::Number { .. } = kind {
-        if !known.has(KindSet::NOT_FLOAT) && super::coerce::overflows_float(token) {
-            marks = KindSet::NOT_FLOAT;
-        }
-        if !known.has(KindSet::FLOAT_LITERAL)
-            && token.iter().any(|&c| matches!(c, b'.' | b'e' | b'E'))
-        {
-            marks = marks.or(KindSet::FLOAT_LITERAL);
-        }
-    }
-    if known.has(KindSet::NOT_INT) {
-        return marks;
-    }
-    marks.or(not_int(kind, token))
-}
-
-/// `NOT_INT` for a number or string token that pydantic's lax `int` refuses, else nothing.
-fn not_int(kind: Kind, token: &[u8]) -> KindSet {
     let int = match kind {
-        Kind::Str { .. } => super::coerce::string_int(token),
-        // Token ids: digits alone are an integer.
-        Kind::Number { .. } => {
-            token.iter().all(u8::is_ascii_digit) || super::coerce::of(kind, token).int
-        }
-        _ => return KindSet::NONE,
+        Kind::Str { .. } if !known.has(KindSet::NOT_INT) => super::coerce::string_int(token),
+        Kind::Number { .. } => return refined_number(kind, token, known),
+        _ => true,
     };
     if int {
         KindSet::NONE
     } else {
         KindSet::NOT_INT
     }
+}
+
+/// [`refined`] for a number token, read once for the common case: digits alone (a token id)
+/// are an integer written as one, which any float holds short of 309 digits.
+fn refined_number(kind: Kind, token: &[u8], known: KindSet) -> KindSet {
+    let digits = token.iter().all(u8::is_ascii_digit);
+    let mut marks = KindSet::NONE;
+    if !known.has(KindSet::NOT_FLOAT) && super::coerce::overflows_float(token) {
+        marks = KindSet::NOT_FLOAT;
+    }
+    if digits {
+        return marks;
+    }
+    if !known.has(KindSet::FLOAT_LITERAL) && token.iter().any(|&c| matches!(c, b'.' | b'e' | b'E'))
+    {
+        marks = marks.or(KindSet::FLOAT_LITERAL);
+    }
+    if !known.has(KindSet::NOT_INT) && !super::coerce::of(kind, token).int {
+        marks = marks.or(KindSet::NOT_INT);
+    }
+    marks
 }
 
 fn container_kind(is_object: bool, empty: bool) -> Kind {
